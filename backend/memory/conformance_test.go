@@ -1,0 +1,33 @@
+package memory_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend/memory"
+	"github.com/dlock-go/dlock/conformance"
+)
+
+func harness() conformance.Harness {
+	s := memory.NewStore()
+	return conformance.Harness{
+		NewLocker: func(_ context.Context, opts ...dlock.Option) (dlock.Locker, error) {
+			return memory.New(s, opts...)
+		},
+		BreakLease: func(_ context.Context, key string) error {
+			if !s.Break(key) {
+				return fmt.Errorf("key %q not held", key)
+			}
+			return nil
+		},
+		TTL:       300 * time.Millisecond,
+		InProcess: true,
+	}
+}
+
+func TestConformance(t *testing.T) { conformance.Run(t, harness()) }
+
+func BenchmarkConformance(b *testing.B) { conformance.RunBenchmarks(b, harness()) }

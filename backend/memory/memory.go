@@ -1,0 +1,252 @@
+// Package memory is dlock's in-process backend (scheme mem://).
+//
+// It is the reference implementation of the driver contract and the
+// embedded default: complete (leases that expire, renewal, fencing tokens,
+// loss signals, waiting by notification) but limited to one process. Locks
+// in a Store exclude each other across every Locker made on that Store.
+//
+// Open("mem://") and Open("mem://NAME") use a Store shared by the whole
+// process under that name, so that two parts of one program configured with
+// the same URL exclude each other. This named-store table is the package's
+// only global state. For isolation (tests), make a Store with NewStore and
+// Lockers with New.
+package memory
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// Scheme is the URL scheme this package registers.
+const Scheme = "mem"
+
+func init() { dlock.Register(Scheme, open) }
+
+var named = struct {
+	sync.Mutex
+	m map[string]*Store
+}{m: map[string]*Store{}}
+
+func open(ctx context.Context, u *url.URL) (driver.Locker, error) {
+	if u.Path != "" && u.Path != "/" {
+		return nil, fmt.Errorf("%w: mem://NAME takes no path, got %q", driver.ErrInvalidURL, u.Path)
+	}
+	if u.User != nil || u.Port() != "" {
+		return nil, fmt.Errorf("%w: mem://NAME takes only a store name", driver.ErrInvalidURL)
+	}
+	if err := driver.NewParams(u).Done(); err != nil {
+		return nil, err
+	}
+	named.Lock()
+	s := named.m[u.Host]
+	if s == nil {
+		s = NewStore()
+		named.m[u.Host] = s
+	}
+	named.Unlock()
+	return s.driver(), nil
+}
+
+// Store holds the locks of one in-process namespace.
+type Store struct {
+	mu    sync.Mutex
+	locks map[string]*entry
+	subs  map[string]map[*watch]struct{}
+	seq   uint64 // the fencing counter, shared by all keys: monotone per key too
+}
+
+type entry struct {
+	key     string
+	owner   string
+	token   uint64
+	expires time.Time
+	timer   *time.Timer
+	lost    chan struct{} // closed when the entry ends other than by its owner's release
+}
+
+// NewStore returns an empty Store.
+func NewStore() *Store {
+	return &Store{locks: map[string]*entry{}, subs: map[string]map[*watch]struct{}{}}
+}
+
+// New returns a Locker over s. Lockers on one Store behave like separate
+// processes using one server.
+func New(s *Store, opts ...dlock.Option) (dlock.Locker, error) {
+	return dlock.NewLocker(s.driver(), opts...)
+}
+
+// Break ends key's current hold from outside, as an operator deleting a
+// lock would: the holder's Done channel closes and waiters are woken. It
+// reports whether the key was held.
+func (s *Store) Break(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.locks[key]
+	if e == nil {
+		return false
+	}
+	s.drop(e, true)
+	return true
+}
+
+// drop removes e, closing its lost channel when it did not end by release,
+// and wakes the key's watchers. Called with s.mu held.
+func (s *Store) drop(e *entry, lost bool) {
+	if s.locks[e.key] != e {
+		return
+	}
+	delete(s.locks, e.key)
+	e.timer.Stop()
+	if lost {
+		close(e.lost)
+	}
+	for w := range s.subs[e.key] {
+		select {
+		case w.ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// current returns key's live entry, dropping it first if it has expired.
+func (s *Store) current(key string, now time.Time) *entry {
+	e := s.locks[key]
+	if e != nil && !now.Before(e.expires) {
+		s.drop(e, true)
+		return nil
+	}
+	return e
+}
+
+func (s *Store) driver() *memDriver { return &memDriver{s: s, closed: make(chan struct{})} }
+
+// memDriver is one Locker's view of a Store.
+type memDriver struct {
+	s         *Store
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+var _ driver.Locker = (*memDriver)(nil)
+
+func (d *memDriver) check(ctx context.Context) error {
+	select {
+	case <-d.closed:
+		return driver.ErrClosed
+	default:
+	}
+	return ctx.Err()
+}
+
+func (d *memDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hold, error) {
+	if err := d.check(ctx); err != nil {
+		return driver.Hold{}, err
+	}
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if e := s.current(req.Key, now); e != nil {
+		return driver.Hold{}, &driver.HeldError{Remaining: e.expires.Sub(now)}
+	}
+	s.seq++
+	e := &entry{key: req.Key, owner: req.Owner, token: s.seq, expires: now.Add(req.TTL), lost: make(chan struct{})}
+	e.timer = time.AfterFunc(req.TTL, func() { s.expire(e) })
+	s.locks[req.Key] = e
+	return driver.Hold{Token: e.token, TTL: req.TTL, Since: now, Lost: e.lost, State: e}, nil
+}
+
+// expire runs when an entry's lease may have run out.
+func (s *Store) expire(e *entry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.locks[e.key] == e && !time.Now().Before(e.expires) {
+		s.drop(e, true)
+	}
+}
+
+// owned returns h's entry if it is still the live hold of its key.
+func (s *Store) owned(h driver.Hold) (*entry, error) {
+	e, _ := h.State.(*entry)
+	if e == nil {
+		return nil, fmt.Errorf("memory: foreign hold: %w", driver.ErrNotHeld)
+	}
+	if s.current(e.key, time.Now()) != e {
+		return nil, driver.ErrNotHeld
+	}
+	return e, nil
+}
+
+func (d *memDriver) Release(ctx context.Context, h driver.Hold) error {
+	if err := d.check(ctx); err != nil {
+		return err
+	}
+	d.s.mu.Lock()
+	defer d.s.mu.Unlock()
+	e, err := d.s.owned(h)
+	if err != nil {
+		return err
+	}
+	d.s.drop(e, false)
+	return nil
+}
+
+func (d *memDriver) Renew(ctx context.Context, h driver.Hold) (time.Duration, error) {
+	if err := d.check(ctx); err != nil {
+		return 0, err
+	}
+	d.s.mu.Lock()
+	defer d.s.mu.Unlock()
+	e, err := d.s.owned(h)
+	if err != nil {
+		return 0, err
+	}
+	ttl := h.TTL
+	e.expires = time.Now().Add(ttl)
+	e.timer.Reset(ttl)
+	return ttl, nil
+}
+
+type watch struct {
+	s   *Store
+	key string
+	ch  chan struct{}
+}
+
+func (d *memDriver) Watch(ctx context.Context, key string) (driver.Watch, error) {
+	if err := d.check(ctx); err != nil {
+		return nil, err
+	}
+	s := d.s
+	w := &watch{s: s, key: key, ch: make(chan struct{}, 1)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.subs[key] == nil {
+		s.subs[key] = map[*watch]struct{}{}
+	}
+	s.subs[key][w] = struct{}{}
+	return w, nil
+}
+
+func (w *watch) Changed() <-chan struct{} { return w.ch }
+
+func (w *watch) Close() error {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	delete(w.s.subs[w.key], w)
+	if len(w.s.subs[w.key]) == 0 {
+		delete(w.s.subs, w.key)
+	}
+	return nil
+}
+
+func (d *memDriver) Close() error {
+	d.closeOnce.Do(func() { close(d.closed) })
+	return nil
+}

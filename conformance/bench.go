@@ -1,0 +1,128 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+// RunBenchmarks measures a backend with the same Harness as Run:
+//
+//   - Uncontended: Lock+Unlock of one key, one goroutine.
+//   - ParallelKeys: Lock+Unlock, every goroutine on its own key.
+//   - Contended: 8 goroutines over 2 Lockers on one key, each holding for
+//     about 1ms. It reports handoff latency (from the holder starting
+//     Unlock to the next holder's Lock returning) as the custom metrics
+//     handoff-p50-ms and handoff-p99-ms, and acquisitions per second.
+func RunBenchmarks(b *testing.B, h Harness) {
+	s := &suite{h: h, run: randomID()}
+	b.Run("Uncontended", s.benchUncontended)
+	b.Run("ParallelKeys", s.benchParallelKeys)
+	b.Run("Contended", s.benchContended)
+}
+
+func (s *suite) benchLocker(b *testing.B) dlock.Locker {
+	b.Helper()
+	l, err := s.h.NewLocker(context.Background(), dlock.WithTTL(s.h.longTTL()))
+	if err != nil {
+		b.Fatalf("NewLocker: %v", err)
+	}
+	b.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+func (s *suite) benchUncontended(b *testing.B) {
+	ctx := context.Background()
+	m := mustMutex(b, s.benchLocker(b), s.key(b, "k"))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := m.Lock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func (s *suite) benchParallelKeys(b *testing.B) {
+	ctx := context.Background()
+	l := s.benchLocker(b)
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		m := mustMutex(b, l, s.key(b, fmt.Sprint(next.Add(1))))
+		for pb.Next() {
+			if err := m.Lock(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+			if err := m.Unlock(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+func (s *suite) benchContended(b *testing.B) {
+	const goroutines = 8
+	ctx := context.Background()
+	ls := []dlock.Locker{s.benchLocker(b), s.benchLocker(b)}
+	key := s.key(b, "k")
+	var (
+		remaining   atomic.Int64
+		lastRelease atomic.Int64 // UnixNano when the last holder began Unlock
+		mu          sync.Mutex
+		handoffs    []time.Duration
+		wg          sync.WaitGroup
+	)
+	remaining.Store(int64(b.N))
+	b.ResetTimer()
+	start := time.Now()
+	for g := 0; g < goroutines; g++ {
+		m := mustMutex(b, ls[g%len(ls)], key)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for remaining.Add(-1) >= 0 {
+				if err := m.Lock(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+				if rel := lastRelease.Load(); rel != 0 {
+					d := time.Since(time.Unix(0, rel))
+					mu.Lock()
+					handoffs = append(handoffs, d)
+					mu.Unlock()
+				}
+				time.Sleep(time.Millisecond)
+				lastRelease.Store(time.Now().UnixNano())
+				if err := m.Unlock(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
+	if len(handoffs) > 0 {
+		sort.Slice(handoffs, func(i, j int) bool { return handoffs[i] < handoffs[j] })
+		q := func(p float64) float64 {
+			return float64(handoffs[int(p*float64(len(handoffs)-1))]) / float64(time.Millisecond)
+		}
+		b.ReportMetric(q(0.50), "handoff-p50-ms")
+		b.ReportMetric(q(0.99), "handoff-p99-ms")
+	}
+}

@@ -1,0 +1,175 @@
+// Package conformance is the correctness suite every dlock backend runs,
+// identically, against real servers.
+//
+// A backend's test calls Run with a Harness that can make independent
+// Lockers (separate connections or sessions, as separate processes would
+// have), declares the backend's timing capabilities, and can break a lease
+// from outside. A backend can tune timings through the Harness but cannot
+// skip a case; the one exception is the unreachable-server case, which
+// in-process backends have no server for.
+//
+//	func TestConformance(t *testing.T) {
+//		conformance.Run(t, conformance.Harness{
+//			NewLocker:  func(ctx context.Context) (dlock.Locker, error) { return mybackend.Open(ctx, url) },
+//			Unreachable: func(ctx context.Context, addr string) (dlock.Locker, error) { ... },
+//			BreakLease: func(ctx context.Context, key string) error { ... },
+//			TTL:        time.Second,
+//		})
+//	}
+//
+// The cases, each a subtest of Run: LockUnlock, TryLockHeld, Exclusion,
+// Fencing, Expiry, Renew, AutoRenew, Context, Handoff, Keys, Misuse, Close,
+// Unavailable, BrokenLease, ManyKeys. RunBenchmarks measures the same
+// backend: uncontended Lock+Unlock, parallel distinct keys, and contended
+// handoff.
+package conformance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+// Harness connects the suite to one backend topology.
+type Harness struct {
+	// NewLocker returns a new, independent Locker: its own connections and
+	// sessions, so that two Lockers behave like two processes. The suite
+	// closes every Locker it makes. Options are defaults for its Mutexes.
+	NewLocker func(ctx context.Context, opts ...dlock.Option) (dlock.Locker, error)
+
+	// Unreachable returns a Locker configured for addr, a TCP address that
+	// accepts connections and never answers (a server that hangs). It may
+	// instead fail with an error matching dlock.ErrUnavailable. Nil only
+	// when InProcess is true.
+	Unreachable func(ctx context.Context, addr string) (dlock.Locker, error)
+
+	// BreakLease ends key's current hold from outside, as an operator or a
+	// failure would: delete the key, revoke the lease, destroy the session.
+	BreakLease func(ctx context.Context, key string) error
+
+	// TTL is the lease used by the cases that wait for expiry or renewal. It
+	// must be at least the backend's minimum TTL. Default 1s.
+	TTL time.Duration
+
+	// ExpiryGrace is how much longer than TTL the server may take to expire
+	// a lease (Consul invalidates a session at up to 2*TTL, so TTL there).
+	ExpiryGrace time.Duration
+
+	// InProcess marks a backend with no server (memory, file). It only
+	// exempts the Unreachable case.
+	InProcess bool
+}
+
+func (h Harness) ttl() time.Duration {
+	if h.TTL <= 0 {
+		return time.Second
+	}
+	return h.TTL
+}
+
+// longTTL is a lease the suite never expects to expire during a case.
+func (h Harness) longTTL() time.Duration { return max(30*time.Second, 3*h.ttl()) }
+
+// slack absorbs scheduling noise on busy machines (race detector, 2 cores).
+// It bounds hangs; it is not a speed requirement.
+const slack = 5 * time.Second
+
+// Run runs every conformance case as a subtest of t.
+func Run(t *testing.T, h Harness) {
+	if h.NewLocker == nil || h.BreakLease == nil {
+		t.Fatal("conformance: Harness needs NewLocker and BreakLease")
+	}
+	if h.Unreachable == nil && !h.InProcess {
+		t.Fatal("conformance: Harness needs Unreachable unless InProcess")
+	}
+	s := &suite{h: h, run: randomID()}
+	cases := []struct {
+		name     string
+		parallel bool // waits on leases: runs alongside the others
+		fn       func(t *testing.T)
+	}{
+		{"LockUnlock", false, s.lockUnlock},
+		{"TryLockHeld", false, s.tryLockHeld},
+		{"Exclusion", false, s.exclusion},
+		{"Fencing", true, s.fencing},
+		{"Expiry", true, s.expiry},
+		{"Renew", true, s.renew},
+		{"AutoRenew", true, s.autoRenew},
+		{"Context", false, s.context},
+		{"Handoff", false, s.handoff},
+		{"Keys", false, s.keys},
+		{"Misuse", false, s.misuse},
+		{"Close", false, s.close},
+		{"Unavailable", false, s.unavailable},
+		{"BrokenLease", true, s.brokenLease},
+		{"ManyKeys", false, s.manyKeys},
+	}
+	for _, c := range cases {
+		if c.name == "Unavailable" && h.InProcess {
+			continue // no server to be unreachable
+		}
+		t.Run(c.name, func(t *testing.T) {
+			if c.parallel {
+				t.Parallel()
+			}
+			c.fn(t)
+		})
+	}
+}
+
+type suite struct {
+	h   Harness
+	run string // distinguishes this run's keys from every other run's
+}
+
+func randomID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// key returns a key unique to this run and case.
+func (s *suite) key(t testing.TB, suffix string) string {
+	return "dlock-conformance/" + s.run + "/" + t.Name() + "/" + suffix
+}
+
+// locker makes a Locker that is closed when the test ends.
+func (s *suite) locker(t testing.TB, opts ...dlock.Option) dlock.Locker {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := s.h.NewLocker(ctx, opts...)
+	if err != nil {
+		t.Fatalf("NewLocker: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+func mustMutex(t testing.TB, l dlock.Locker, key string, opts ...dlock.Option) dlock.Mutex {
+	t.Helper()
+	m, err := l.NewMutex(key, opts...)
+	if err != nil {
+		t.Fatalf("NewMutex(%q): %v", key, err)
+	}
+	return m
+}
+
+func ctxFor(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,144 @@
+// Package driver defines the contract a dlock backend implements.
+//
+// The portable package dlock owns everything that must behave the same on
+// every backend: option validation, the validity clock, the renewal
+// watchdog, Done channels, the in-process gate that coalesces waiters, error
+// wrapping and the URL registry. A driver does only what differs between
+// stores: one acquire attempt, release, renew, and a way to wait for a
+// change. A driver is written against this package, registered with
+// dlock.Register, and used by programs only through dlock's types.
+//
+// # Required interface
+//
+// Every backend implements [Locker]. Its methods are called concurrently for
+// different keys, and for one key only by one holder at a time within a
+// process (the portable layer serialises same-key callers of one Locker).
+// Every method takes a context and must return promptly once it ends.
+//
+// # Optional interfaces
+//
+// A Locker may also implement, and the portable layer checks with a type
+// assertion:
+//
+//   - [Acquirer]: a blocking, queue-based acquire (etcd, ZooKeeper). When
+//     present, dlock.Mutex.Lock calls it instead of looping over
+//     TryAcquire and Watch.
+//   - [Limiter]: the TTLs the backend can honour (etcd leases start at 2 s,
+//     Consul sessions at 10 s). dlock rejects other TTLs when a Mutex is
+//     created, instead of letting the server round them silently.
+//
+// # Errors
+//
+// A driver reports outcomes with the sentinel errors of this package,
+// wrapped with whatever detail helps (fmt.Errorf("...: %w", ErrNotAcquired)).
+// dlock re-exports the same values, so errors.Is works in user code without
+// translation. Network and server failures must wrap [ErrUnavailable]; a
+// context error from the caller's context should be returned as is (the
+// portable layer decides whether the server was reached at all).
+package driver
+
+import (
+	"context"
+	"time"
+)
+
+// Request is one acquire attempt.
+type Request struct {
+	// Key is the user's key: non-empty, at most MaxKeyLen bytes, any bytes.
+	// The driver maps it injectively onto its own namespace (escaping "/",
+	// hashing, ...). Two different keys must never share a lock.
+	Key string
+	// TTL is the lease the holder asks for. It is within the driver's
+	// Limits when the driver implements Limiter.
+	TTL time.Duration
+	// Owner is a random identifier (32 hex digits) unique to this hold. The
+	// driver stores it with the lock so that release and renew can check
+	// they act on their own hold and never on a successor's.
+	Owner string
+}
+
+// Hold describes a granted lock. The portable layer passes it back to
+// Release and Renew unchanged.
+type Hold struct {
+	// Token is the fencing token: strictly greater than the token of every
+	// earlier holder of the same key. Never 0.
+	Token uint64
+	// TTL is the lease the server granted (it may be rounded up from the
+	// request, e.g. to whole seconds).
+	TTL time.Duration
+	// Since, when not zero, is the instant from which the lease runs: the
+	// moment the request that granted or last extended the lease was sent.
+	// Drivers whose lease predates the acquire (a session kept alive in the
+	// background) set it; otherwise the portable layer uses the time it
+	// sent the acquire request.
+	Since time.Time
+	// Lost, when not nil, is closed by the driver as soon as it learns the
+	// hold has ended without a Release: session expired, key deleted or
+	// overwritten, quorum lost.
+	Lost <-chan struct{}
+	// State is the driver's own data for this hold (a value, a session ID,
+	// a node path).
+	State any
+}
+
+// Locker is one connected backend.
+type Locker interface {
+	// TryAcquire makes one attempt to take req.Key. When the key is held by
+	// someone else it returns an error wrapping ErrNotAcquired, preferably a
+	// *HeldError carrying how long the current lease still runs.
+	TryAcquire(ctx context.Context, req Request) (Hold, error)
+
+	// Release frees the lock if h is still its current hold. If the lock
+	// has expired or now belongs to someone else it changes nothing and
+	// returns an error wrapping ErrNotHeld.
+	Release(ctx context.Context, h Hold) error
+
+	// Renew extends h to a full TTL again and returns the granted TTL. If
+	// the hold was lost it returns an error wrapping ErrNotHeld or
+	// ErrLockLost and changes nothing.
+	Renew(ctx context.Context, h Hold) (time.Duration, error)
+
+	// Watch starts watching key for changes that may free it. The watch
+	// must be established (subscription confirmed, watch created) when
+	// Watch returns, so that a release that happens after Watch returns is
+	// never missed. The portable layer calls Watch before TryAcquire.
+	Watch(ctx context.Context, key string) (Watch, error)
+
+	// Close releases the driver's resources (connections, sessions,
+	// goroutines). Holds still open are released by the portable layer
+	// before Close is called.
+	Close() error
+}
+
+// Watch is a live watch on one key.
+type Watch interface {
+	// Changed receives a value after a change that may have freed the key.
+	// It is buffered: a change that happens while nobody receives is kept
+	// until the next receive. A closed channel means the watch broke; the
+	// portable layer then falls back to the lease timer and re-watches.
+	Changed() <-chan struct{}
+	// Close stops the watch and frees what it holds on the server.
+	Close() error
+}
+
+// Acquirer is implemented by drivers whose waiters queue on the server
+// (create-revision order in etcd, sequential znodes in ZooKeeper). Acquire
+// blocks until the hold is granted or ctx ends; when ctx ends it must leave
+// nothing behind (no queue entry) and return ctx's error.
+type Acquirer interface {
+	Acquire(ctx context.Context, req Request) (Hold, error)
+}
+
+// Limits are the lease lengths a backend can honour.
+type Limits struct {
+	MinTTL time.Duration // smallest TTL (e.g. 2s for etcd); 0 means any positive TTL
+	MaxTTL time.Duration // largest TTL; 0 means no limit
+}
+
+// Limiter is implemented by drivers that cannot honour every TTL.
+type Limiter interface {
+	Limits() Limits
+}
+
+// MaxKeyLen is the longest key, in bytes, that dlock accepts.
+const MaxKeyLen = 4096

@@ -1,0 +1,49 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The outcomes a driver reports. The dlock package re-exports these values.
+var (
+	// ErrNotAcquired: the key is held by someone else.
+	ErrNotAcquired = errors.New("dlock: lock not acquired: held by another owner")
+	// ErrNotHeld: the caller does not hold the lock (never did, released it,
+	// or it expired and nobody knew it was lost yet).
+	ErrNotHeld = errors.New("dlock: lock not held")
+	// ErrLockLost: a hold ended without its owner releasing it.
+	ErrLockLost = errors.New("dlock: lock lost")
+	// ErrClosed: the Locker was closed.
+	ErrClosed = errors.New("dlock: locker closed")
+	// ErrUnavailable: the backend, or a quorum of it, could not be reached.
+	ErrUnavailable = errors.New("dlock: backend unavailable")
+)
+
+// HeldError reports that a key is held and, when the backend knows, how long
+// the holder's lease still runs. It matches ErrNotAcquired with errors.Is.
+// The portable layer uses Remaining to wake up when the lease would expire,
+// since expiry publishes nothing on most stores.
+type HeldError struct {
+	Remaining time.Duration // 0 when unknown
+}
+
+func (e *HeldError) Error() string {
+	if e.Remaining > 0 {
+		return fmt.Sprintf("%v (lease ends in %v)", ErrNotAcquired, e.Remaining.Round(time.Millisecond))
+	}
+	return ErrNotAcquired.Error()
+}
+
+// Is makes errors.Is(err, ErrNotAcquired) true.
+func (e *HeldError) Is(target error) bool { return target == ErrNotAcquired }
+
+// Unavailable wraps a transport or server error so that it matches
+// ErrUnavailable while keeping the original in the chain.
+func Unavailable(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}

@@ -1,0 +1,3 @@
+module github.com/dlock-go/dlock
+
+go 1.24

@@ -1,0 +1,57 @@
+package dlock
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// DefaultTTL is the lease used when no TTL is given. With auto-renew on, it
+// bounds how long others wait after a holder dies without unlocking.
+const DefaultTTL = 30 * time.Second
+
+// Option configures a Locker's defaults (NewLocker, Open's URL parameters)
+// or one Mutex (NewMutex).
+type Option func(*options)
+
+type options struct {
+	ttl       time.Duration
+	autoRenew bool
+}
+
+func defaultOptions() options {
+	return options{ttl: DefaultTTL, autoRenew: true}
+}
+
+// WithTTL sets the lease length. The backend may round it up (etcd: whole
+// seconds) and rejects lengths it cannot honour (see driver.Limits).
+// URL parameter: ttl=10s.
+func WithTTL(d time.Duration) Option { return func(o *options) { o.ttl = d } }
+
+// WithAutoRenew turns the renewal watchdog on (the default) or off. With it
+// on, a hold is renewed about every TTL/3 until Unlock; when renewals keep
+// failing, Done is closed before the lease can expire. With it off, the
+// holder must call Renew itself, and Done closes when the validity window
+// ends. URL parameter: autorenew=false.
+func WithAutoRenew(on bool) Option { return func(o *options) { o.autoRenew = on } }
+
+func (o options) validate(lim driver.Limits) error {
+	if o.ttl <= 0 {
+		return fmt.Errorf("%w: TTL must be positive, got %v", ErrInvalidOption, o.ttl)
+	}
+	if o.ttl < 10*time.Millisecond {
+		return fmt.Errorf("%w: TTL %v is below 10ms, too short to ever be valid", ErrInvalidOption, o.ttl)
+	}
+	if lim.MinTTL > 0 && o.ttl < lim.MinTTL {
+		return fmt.Errorf("%w: TTL %v is below this backend's minimum of %v", ErrInvalidOption, o.ttl, lim.MinTTL)
+	}
+	if lim.MaxTTL > 0 && o.ttl > lim.MaxTTL {
+		return fmt.Errorf("%w: TTL %v is above this backend's maximum of %v", ErrInvalidOption, o.ttl, lim.MaxTTL)
+	}
+	return nil
+}
+
+// drift is the allowance for clock drift between client and server, as in
+// the Redlock reference: 1% of the TTL plus 2ms.
+func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
