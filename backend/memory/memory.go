@@ -126,6 +126,10 @@ func (s *Store) current(key string, now time.Time) *entry {
 
 func (s *Store) driver() *memDriver { return &memDriver{s: s, closed: make(chan struct{})} }
 
+// Driver returns a new driver-level Locker over s, for wrapping in
+// middleware (instrumentation, fault injection) before dlock.NewLocker.
+func (s *Store) Driver() driver.Locker { return s.driver() }
+
 // memDriver is one Locker's view of a Store.
 type memDriver struct {
 	s         *Store

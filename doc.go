@@ -1,0 +1,68 @@
+// Package dlock is a distributed lock with one API over many stores: Redis,
+// Redlock, etcd, ZooKeeper, Consul, a file on one host, and memory.
+//
+// # Usage
+//
+// Import the backend you configure (a blank import registers its URL
+// scheme), open a Locker once per process, and make a Mutex per key:
+//
+//	import (
+//		"github.com/dlock-go/dlock"
+//		_ "github.com/dlock-go/dlock/backend/redis"
+//	)
+//
+//	locker, err := dlock.Open(ctx, "redis://127.0.0.1:6379?ttl=10s")
+//	...
+//	defer locker.Close()
+//	m, err := locker.NewMutex("orders/42")
+//	...
+//	err = dlock.Do(ctx, m, func(ctx context.Context) error {
+//		// ctx is cancelled if the lock is lost; pass m.Token() to the
+//		// resource so that it can reject a stale holder.
+//		return chargeOnce(ctx, m.Token())
+//	})
+//
+// Moving from Redis to etcd is a change of URL.
+//
+// # What a lock promises
+//
+// No lease-based lock can guarantee mutual exclusion by itself: a holder can
+// be paused (GC, swap, SIGSTOP) past its lease while another client takes
+// the lock. dlock therefore promises three things, on every backend, and is
+// checked against them by package conformance on real servers:
+//
+//  1. Exclusion inside a validity window. A holder may act while
+//     time.Now() is before Lease().Expires, which is measured on the local
+//     monotonic clock from the moment the acquire (or renew) request was
+//     sent, minus an allowance for clock drift (TTL*0.01 + 2ms).
+//  2. A fencing token. Token() is strictly increasing across successive
+//     holders of a key, so a resource can reject a stale holder (package
+//     fence implements the check for memory, SQL, Redis and etcd).
+//  3. A loss signal. Done() is closed, and the context given to Do is
+//     cancelled, before the lease can expire on the server when renewals
+//     fail, and at once when the backend reports loss (session expired, key
+//     deleted). A holder never learns of a lost lock only by failing to
+//     unlock it.
+//
+// # Structure
+//
+// This package is the portable layer. It owns everything that must behave
+// the same everywhere: option validation, the validity clock, the renewal
+// watchdog (about every TTL/3; after failed renewals the hold is declared
+// lost at 90% of its validity window), Done, waiting (a backend
+// notification or the holder's remaining lease, never a fixed polling
+// interval), an in-process gate per key so that waiters of one process share
+// one backend wait, and error classification. A backend implements the small
+// contract in package driver: one acquire attempt, release, renew, watch.
+// Backends register a URL scheme (Register, Open), as database/sql drivers
+// do; each also has a constructor taking a client the program already has.
+//
+// # Errors
+//
+// Errors are matched with errors.Is against the sentinels ErrNotAcquired,
+// ErrNotHeld, ErrLockLost, ErrClosed, ErrUnavailable, ErrAlreadyHeld,
+// ErrInvalidKey, ErrInvalidOption and ErrInvalidURL. A caller's
+// context.Canceled or context.DeadlineExceeded stays in the chain; when the
+// backend never answered before the context ended, the error also matches
+// ErrUnavailable.
+package dlock

@@ -1,0 +1,99 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	_ "github.com/dlock-go/dlock/backend/memory"
+)
+
+// Open a Locker from a URL, take a lock, and hand its fencing token to the
+// protected resource.
+func ExampleOpen() {
+	ctx := context.Background()
+	locker, err := dlock.Open(ctx, "mem://example-open?ttl=10s")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer locker.Close()
+
+	m, err := locker.NewMutex("orders/42")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := m.Lock(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("held, token > 0:", m.Token() > 0, "lease:", m.Lease().TTL)
+	if err := m.Unlock(ctx); err != nil {
+		fmt.Println(err)
+	}
+	// Output: held, token > 0: true lease: 10s
+}
+
+// Do runs a function under the lock; its context is cancelled if the lock
+// is lost, and the lock is released when the function returns.
+func ExampleDo() {
+	ctx := context.Background()
+	locker, _ := dlock.Open(ctx, "mem://example-do")
+	defer locker.Close()
+	m, _ := locker.NewMutex("nightly-report")
+
+	err := dlock.Do(ctx, m, func(ctx context.Context) error {
+		// Work here; stop when ctx is done (the lock was lost).
+		fmt.Println("running with token", m.Token())
+		return nil
+	})
+	fmt.Println("err:", err)
+	// Output:
+	// running with token 1
+	// err: <nil>
+}
+
+// TryLock makes one attempt: a held key is ErrNotAcquired.
+func ExampleMutex_TryLock() {
+	ctx := context.Background()
+	locker, _ := dlock.Open(ctx, "mem://example-trylock")
+	defer locker.Close()
+	a, _ := locker.NewMutex("job")
+	b, _ := locker.NewMutex("job")
+
+	_ = a.Lock(ctx)
+	err := b.TryLock(ctx)
+	fmt.Println(errors.Is(err, dlock.ErrNotAcquired))
+	_ = a.Unlock(ctx)
+	fmt.Println(b.TryLock(ctx))
+	_ = b.Unlock(ctx)
+	// Output:
+	// true
+	// <nil>
+}
+
+// Lock waits for the holder, within the context's deadline.
+func ExampleMutex_Lock() {
+	ctx := context.Background()
+	locker, _ := dlock.Open(ctx, "mem://example-lock")
+	defer locker.Close()
+	holder, _ := locker.NewMutex("stock/sku-1")
+	waiter, _ := locker.NewMutex("stock/sku-1")
+	_ = holder.Lock(ctx)
+	first := holder.Token()
+
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	err := waiter.Lock(wctx)
+	fmt.Println(errors.Is(err, context.DeadlineExceeded))
+
+	time.AfterFunc(20*time.Millisecond, func() { _ = holder.Unlock(ctx) })
+	fmt.Println(waiter.Lock(ctx), waiter.Token() > first)
+	_ = waiter.Unlock(ctx)
+	// Output:
+	// true
+	// <nil> true
+}

@@ -1,0 +1,110 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/dlock-go/dlock"
+	_ "github.com/dlock-go/dlock/backend/memory"
+	"github.com/dlock-go/dlock/driver"
+)
+
+func nilSafeOpen(context.Context, *url.URL) (driver.Locker, error) { return nil, nil }
+
+func TestOpenBadInput(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		url  string
+		want error
+		text string // part of the message
+	}{
+		{"nosuch://x", dlock.ErrInvalidURL, "mem"},
+		{"://x", dlock.ErrInvalidURL, ""},
+		{"mem", dlock.ErrInvalidURL, "no scheme"},
+		{"%zz", dlock.ErrInvalidURL, ""},
+		{"mem://?tll=5s", dlock.ErrInvalidURL, "tll"},
+		{"mem://?ttl=abc", dlock.ErrInvalidURL, "ttl"},
+		{"mem://?ttl=5s&ttl=6s", dlock.ErrInvalidURL, "2 times"},
+		{"mem://?autorenew=maybe", dlock.ErrInvalidURL, "autorenew"},
+		{"mem://?ttl=0s", dlock.ErrInvalidOption, "positive"},
+		{"mem://?ttl=-1s", dlock.ErrInvalidOption, "positive"},
+		{"mem://?ttl=1ns", dlock.ErrInvalidOption, "10ms"},
+		{"mem://x/path", dlock.ErrInvalidURL, "path"},
+	} {
+		l, err := dlock.Open(ctx, tc.url)
+		if !errors.Is(err, tc.want) {
+			if l != nil {
+				_ = l.Close()
+			}
+			t.Errorf("Open(%q) = %v; want %v", tc.url, err, tc.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.text) {
+			t.Errorf("Open(%q) error %q does not mention %q", tc.url, err, tc.text)
+		}
+	}
+}
+
+func TestOpenCancelledContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := dlock.Open(ctx, "mem://"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Open with a cancelled context: %v", err)
+	}
+}
+
+func TestRegisterMisuse(t *testing.T) {
+	for name, f := range map[string]func(){
+		"duplicate": func() { dlock.Register("mem", nilSafeOpen) },
+		"nil":       func() { dlock.Register("fresh-scheme", nil) },
+		"empty":     func() { dlock.Register("", nilSafeOpen) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Register %s did not panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+	found := false
+	for _, s := range dlock.Schemes() {
+		found = found || s == "mem"
+	}
+	if !found {
+		t.Fatalf("Schemes() = %v; want it to list mem", dlock.Schemes())
+	}
+}
+
+// Two Opens of one mem:// name share a store; other names do not.
+func TestOpenNamedMemoryStores(t *testing.T) {
+	ctx := context.Background()
+	open := func(u string) dlock.Locker {
+		l, err := dlock.Open(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+	a, b, c := open("mem://shared"), open("mem://shared?ttl=5s"), open("mem://other")
+	ma, _ := a.NewMutex("k")
+	if err := ma.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := b.NewMutex("k")
+	if err := mb.TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("same store name: TryLock = %v; want ErrNotAcquired", err)
+	}
+	mc, _ := c.NewMutex("k")
+	if err := mc.TryLock(ctx); err != nil {
+		t.Fatalf("other store name: TryLock = %v", err)
+	}
+	if got := mb.(interface{ Key() string }).Key(); got != "k" {
+		t.Fatalf("Key() = %q", got)
+	}
+}
