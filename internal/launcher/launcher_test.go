@@ -1,0 +1,339 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock/internal/testenv"
+	"github.com/dlock-go/dlock/internal/topology"
+)
+
+// These tests start their own servers on ports the kernel hands out, with
+// their own state directory, so they never disturb the servers `make up`
+// started (which other packages' tests use at the same time).
+
+// needServers skips the test unless the programs are installed; when the
+// backend behind envVar is required (DLOCK_REQUIRE_BACKENDS), it fails
+// instead.
+func needServers(t *testing.T, envVar string, programs ...string) {
+	t.Helper()
+	for _, p := range programs {
+		if _, err := lookPath(p); err != nil {
+			if testenv.Required(envVar) {
+				t.Fatalf("%v (%s requires this backend)", err, testenv.RequireVar)
+			}
+			t.Skip(err)
+		}
+	}
+}
+
+// private returns a topology of count nodes named name-1..name-count, each
+// with the given kinds of port, on distinct ports the kernel found free.
+func private(t *testing.T, name string, kind topology.Kind, cluster bool, count int, portNames ...string) topology.Topology {
+	tp := topology.Topology{Name: name, Kind: kind, Cluster: cluster, EnvVar: "DLOCK_TEST_" + strings.ToUpper(name) + "_URL", Scheme: string(kind)}
+	for i := 1; i <= count; i++ {
+		n := topology.Node{Name: fmt.Sprintf("%s-%d", name, i), ID: i}
+		for _, p := range append([]string{topology.Client}, portNames...) {
+			// Hold each port until all are chosen, so none is handed out twice.
+			ln, err := net.Listen("tcp", topology.Host+":0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			n.Ports = append(n.Ports, topology.Port{Name: p, Number: ln.Addr().(*net.TCPAddr).Port})
+		}
+		tp.Nodes = append(tp.Nodes, n)
+	}
+	return tp
+}
+
+func newLauncher(t *testing.T, ts ...topology.Topology) *Launcher {
+	t.Helper()
+	l, err := New(t.TempDir(), ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Out = testWriter{t}
+	l.ReadyTimeout = time.Minute
+	t.Cleanup(func() {
+		if err := l.Down(context.Background()); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return l
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+func ping(addr string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	reply, err := RedisDo(ctx, addr, "PING")
+	if err == nil && reply != "PONG" {
+		err = fmt.Errorf("PING: %q", reply)
+	}
+	return err
+}
+
+func pidOf(t *testing.T, l *Launcher, node string) int {
+	t.Helper()
+	r, err := l.readRecord(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.PID
+}
+
+func stateIs(t *testing.T, l *Launcher, node, want string) {
+	t.Helper()
+	st, err := l.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st {
+		if s.Node == node {
+			if s.State != want {
+				t.Errorf("%s is %s, want %s", node, s.State, want)
+			}
+			return
+		}
+	}
+	t.Errorf("no status for %s", node)
+}
+
+// TestNodeControl drives a redlock-like set of Redis masters through every
+// node operation and checks each against the server itself.
+func TestNodeControl(t *testing.T) {
+	needServers(t, "DLOCK_REDLOCK_URL", topology.RedisServer)
+	ctx := context.Background()
+	tp := private(t, "ctlredlock", topology.Redis, false, 2)
+	l := newLauncher(t, tp)
+	node, addr := tp.Nodes[0].Name, tp.Nodes[0].Addr()
+
+	if err := l.Up(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range tp.Nodes {
+		if err := ping(n.Addr(), time.Second); err != nil {
+			t.Fatalf("%s after Up: %v", n.Name, err)
+		}
+	}
+	env, err := os.ReadFile(l.EndpointsFile())
+	if err != nil || !strings.Contains(string(env), tp.EnvVar+"="+tp.URL()+"\n") {
+		t.Errorf("endpoints file lacks %s=%s: %q %v", tp.EnvVar, tp.URL(), env, err)
+	}
+
+	// Up again starts nothing new.
+	pids := []int{pidOf(t, l, tp.Nodes[0].Name), pidOf(t, l, tp.Nodes[1].Name)}
+	if err := l.Up(ctx, []string{tp.Name}); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range tp.Nodes {
+		if got := pidOf(t, l, n.Name); got != pids[i] {
+			t.Errorf("second Up restarted %s: pid %d, was %d", n.Name, got, pids[i])
+		}
+	}
+
+	if err := l.Pause(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	stateIs(t, l, node, "paused")
+	var ne net.Error
+	if err := ping(addr, 300*time.Millisecond); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("PING to a paused node: %v, want a timeout", err)
+	}
+	if err := l.Resume(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	stateIs(t, l, node, "running")
+	if err := ping(addr, 2*time.Second); err != nil {
+		t.Errorf("PING after Resume: %v", err)
+	}
+
+	if err := l.Kill(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	stateIs(t, l, node, "exited")
+	if err := ping(addr, time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("PING to a killed node: %v, want connection refused", err)
+	}
+	if err := l.Kill(ctx, node); err != nil {
+		t.Errorf("killing a dead node again: %v", err)
+	}
+	if err := l.Pause(ctx, node); err == nil {
+		t.Error("pausing a dead node succeeded")
+	}
+	if err := l.Start(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	stateIs(t, l, node, "running")
+	if err := ping(addr, time.Second); err != nil {
+		t.Errorf("PING after Start: %v", err)
+	}
+	if pidOf(t, l, node) == pids[0] {
+		t.Error("Start reused the old pid")
+	}
+
+	// A graceful stop, then a restart with AOF.
+	if err := l.Stop(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	if err := ping(addr, time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("PING to a stopped node: %v, want connection refused", err)
+	}
+	if err := l.Start(ctx, node, AOF(true)); err != nil {
+		t.Fatal(err)
+	}
+	info, err := RedisDo(ctx, addr, "INFO", "persistence")
+	if err != nil || !strings.Contains(info, "aof_enabled:1") {
+		t.Errorf("after Start(AOF(true)): aof not enabled: %v", err)
+	}
+	if err := l.Start(ctx, node, AOF(false)); err == nil {
+		t.Error("changing AOF of a running node succeeded")
+	}
+
+	// The other node was never touched.
+	if got := pidOf(t, l, tp.Nodes[1].Name); got != pids[1] {
+		t.Errorf("%s was restarted", tp.Nodes[1].Name)
+	}
+
+	if err := l.Down(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range tp.Nodes {
+		if err := ping(n.Addr(), time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("%s after Down: %v, want connection refused", n.Name, err)
+		}
+		stateIs(t, l, n.Name, "not started")
+	}
+	if _, err := os.Stat(l.EndpointsFile()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("endpoints file still there after Down: %v", err)
+	}
+}
+
+// TestPortTaken checks that a port held by another process stops Up before
+// anything starts, with an error naming the port.
+func TestPortTaken(t *testing.T) {
+	needServers(t, "DLOCK_REDIS_URL", topology.RedisServer)
+	tp := private(t, "taken", topology.Redis, false, 2)
+	ln, err := net.Listen("tcp", tp.Nodes[1].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	l := newLauncher(t, tp)
+	err = l.Up(context.Background(), nil)
+	port := strconv.Itoa(tp.Nodes[1].Port(topology.Client))
+	if err == nil || !strings.Contains(err.Error(), "port "+port) || !strings.Contains(err.Error(), tp.Nodes[1].Name) {
+		t.Fatalf("Up with port %s taken: %v", port, err)
+	}
+	stateIs(t, l, tp.Nodes[0].Name, "not started")
+}
+
+// TestDownAfterFailedUp makes the second node fail to start and checks that
+// Up reports it and Down still removes the first.
+func TestDownAfterFailedUp(t *testing.T) {
+	needServers(t, "DLOCK_REDIS_URL", topology.RedisServer)
+	tp := private(t, "failing", topology.Redis, false, 2)
+	tp.Nodes[1].Args = []string{"--no-such-directive", "yes"}
+	l := newLauncher(t, tp)
+	err := l.Up(context.Background(), nil)
+	if err == nil || !strings.Contains(err.Error(), tp.Nodes[1].Name+" exited") {
+		t.Fatalf("Up with a bad node: %v", err)
+	}
+	first := l.recordOf(tp.Nodes[0].Name)
+	if first == nil || first.state() != procRunning {
+		t.Fatalf("first node not running after the failed Up: %+v", first)
+	}
+	if err := l.Down(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := first.state(); s != procGone {
+		t.Errorf("first node is %v after Down", s)
+	}
+	if err := ping(tp.Nodes[0].Addr(), time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("first node after Down: %v", err)
+	}
+}
+
+// TestRecycledPID checks that a process whose start time does not match
+// the record is never signalled.
+func TestRecycledPID(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Skip(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	_, start, err := procStat(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := &record{Node: "stale", PID: cmd.Process.Pid, Start: start - 1}
+	if s := stale.state(); s != procGone {
+		t.Errorf("state of a recycled pid = %v, want exited", s)
+	}
+	if err := killProcess(stale); err != nil {
+		t.Fatal(err)
+	}
+	if err := signal(stale.PID, stale.Start, syscall.SIGKILL); !errors.Is(err, errGone) {
+		t.Errorf("signal to a recycled pid: %v, want errGone", err)
+	}
+	if s := stateOf(cmd.Process.Pid, start); s != procRunning {
+		t.Errorf("the unrelated process is %v, want running", s)
+	}
+}
+
+// TestLeader finds the leader of private etcd and ZooKeeper clusters, kills
+// it, and finds the new one.
+func TestLeader(t *testing.T) {
+	for _, c := range []struct {
+		kind     topology.Kind
+		envVar   string
+		programs []string
+		ports    []string
+	}{
+		{topology.Etcd, "DLOCK_ETCD3_URL", []string{topology.EtcdServer}, []string{topology.Peer}},
+		{topology.ZooKeeper, "DLOCK_ZK3_URL", []string{"java"}, []string{topology.Quorum, topology.Election}},
+	} {
+		t.Run(string(c.kind), func(t *testing.T) {
+			needServers(t, c.envVar, c.programs...)
+			ctx := context.Background()
+			tp := private(t, "lead"+string(c.kind), c.kind, true, 3, c.ports...)
+			l := newLauncher(t, tp)
+			if err := l.Up(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			leader, err := l.Leader(ctx, tp.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Kill(ctx, leader); err != nil {
+				t.Fatal(err)
+			}
+			next, err := l.Leader(ctx, tp.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if next == leader {
+				t.Errorf("leader %s was killed but is still reported", leader)
+			}
+			if err := l.Start(ctx, leader); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

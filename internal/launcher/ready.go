@@ -1,0 +1,393 @@
+package launcher
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlock-go/dlock/internal/topology"
+)
+
+// probeTimeout bounds one readiness probe.
+const probeTimeout = 2 * time.Second
+
+// waitReady polls node n until it serves clients, failing early, with the
+// end of its log, if its process exits.
+func (l *Launcher) waitReady(ctx context.Context, t topology.Topology, n topology.Node) error {
+	ctx, cancel := context.WithTimeout(ctx, l.readyTimeout())
+	defer cancel()
+	var last error
+	for {
+		r := l.recordOf(n.Name)
+		if r == nil || r.state() == procGone {
+			return fmt.Errorf("%s exited while starting%s", n.Name, l.logTail(n.Name))
+		}
+		if last = probe(ctx, t, n); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready after %v: %v%s", n.Name, l.readyTimeout(), last, l.logTail(n.Name))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// probe checks once that node n answers as a server of its kind.
+func probe(ctx context.Context, t topology.Topology, n topology.Node) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	switch t.Kind {
+	case topology.Redis:
+		reply, err := RedisDo(ctx, n.Addr(), "PING")
+		if err == nil && reply != "PONG" {
+			err = fmt.Errorf("PING answered %q", reply)
+		}
+		return err
+	case topology.Etcd:
+		var h struct{ Health string }
+		if err := httpJSON(ctx, "GET", "http://"+n.Addr()+"/health", &h); err != nil {
+			return err
+		}
+		if h.Health != "true" {
+			return fmt.Errorf("etcd /health says %q", h.Health)
+		}
+		return nil
+	case topology.ZooKeeper:
+		mode, err := zkMode(ctx, n.Addr())
+		if err == nil && t.Cluster && mode != "leader" && mode != "follower" {
+			err = fmt.Errorf("ZooKeeper mode %q", mode)
+		}
+		return err
+	case topology.Consul:
+		var leader string
+		if err := httpJSON(ctx, "GET", "http://"+n.Addr()+"/v1/status/leader", &leader); err != nil {
+			return err
+		}
+		if leader == "" {
+			return errors.New("consul has no leader yet")
+		}
+		return nil
+	case topology.Postgres:
+		path, err := lookPath("pg_isready")
+		if err != nil {
+			return err
+		}
+		out, err := exec.CommandContext(ctx, path, "-h", topology.Host, "-p", strconv.Itoa(n.Port(topology.Client)),
+			"-U", topology.PostgresUser, "-d", topology.PostgresDB, "-t", "2").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("pg_isready: %v: %s", err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	return fmt.Errorf("no readiness check for kind %q", t.Kind)
+}
+
+// formCluster does what a topology needs once all its nodes are ready: a
+// Redis Cluster is created (unless it already exists) and every node must
+// report cluster_state:ok; the PostgreSQL URL must accept a query.
+func (l *Launcher) formCluster(ctx context.Context, t topology.Topology) error {
+	switch {
+	case t.Kind == topology.Redis && t.Cluster:
+		formed, err := redisClusterFormed(ctx, t)
+		if err != nil {
+			return err
+		}
+		if !formed {
+			path, err := lookPath("redis-cli")
+			if err != nil {
+				return err
+			}
+			cctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			out, err := exec.CommandContext(cctx, path, t.InitArgs()...).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("%s: redis-cli --cluster create: %v\n%s", t.Name, err, out)
+			}
+		}
+		for _, n := range t.Nodes {
+			if err := l.waitMember(ctx, t, n); err != nil {
+				return err
+			}
+		}
+	case t.Kind == topology.Postgres:
+		path, err := lookPath("psql")
+		if err != nil {
+			return nil // pg_isready already answered; psql is only a further check
+		}
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(cctx, path, t.URL(), "-Atc", "select 1")
+		cmd.Env = append(os.Environ(), "PGCONNECT_TIMEOUT=5")
+		if out, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "1" {
+			return fmt.Errorf("%s: psql %s: %v: %s", t.Name, t.URL(), err, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
+}
+
+// redisClusterFormed reports whether t's nodes already form a cluster, and
+// fails if they are half-formed (some nodes know others, or own slots).
+func redisClusterFormed(ctx context.Context, t topology.Topology) (bool, error) {
+	fresh := 0
+	for _, n := range t.Nodes {
+		info, err := redisClusterInfo(ctx, n.Addr())
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", n.Name, err)
+		}
+		if info["cluster_known_nodes"] == "1" && info["cluster_slots_assigned"] == "0" {
+			fresh++
+		} else if info["cluster_known_nodes"] != strconv.Itoa(len(t.Nodes)) {
+			return false, fmt.Errorf("%s: cluster half formed (%s known nodes); run `dlockenv down` and try again",
+				n.Name, info["cluster_known_nodes"])
+		}
+	}
+	switch fresh {
+	case 0:
+		return true, nil
+	case len(t.Nodes):
+		return false, nil
+	}
+	return false, fmt.Errorf("%s: some nodes are in the cluster and some are not; run `dlockenv down` and try again", t.Name)
+}
+
+// waitMember waits until node n serves as a member of its formed cluster:
+// for Redis Cluster, until it reports cluster_state:ok. For etcd and
+// ZooKeeper the readiness probe already requires a leader.
+func (l *Launcher) waitMember(ctx context.Context, t topology.Topology, n topology.Node) error {
+	if t.Kind != topology.Redis || !t.Cluster {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.readyTimeout())
+	defer cancel()
+	for {
+		info, err := redisClusterInfo(ctx, n.Addr())
+		if err == nil && info["cluster_state"] == "ok" {
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("cluster_state:%s", info["cluster_state"])
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: cluster not ok after %v: %v", n.Name, l.readyTimeout(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func redisClusterInfo(ctx context.Context, addr string) (map[string]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	s, err := RedisDo(ctx, addr, "CLUSTER", "INFO")
+	if err != nil {
+		return nil, err
+	}
+	info := map[string]string{}
+	for _, line := range strings.Split(s, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			info[k] = v
+		}
+	}
+	return info, nil
+}
+
+// Leader returns the node that currently leads the named topology: the
+// etcd member the others follow, or the ZooKeeper node in leader mode. For a
+// single-node topology it is that node. Redis Cluster and Redlock have no
+// single leader. While an election is going on (after the leader was killed
+// or paused) it keeps asking, until ctx ends or for at most 30 s.
+func (l *Launcher) Leader(ctx context.Context, topo string) (string, error) {
+	ts, err := l.resolve([]string{topo})
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		leader, err := leaderOnce(ctx, ts[0])
+		if err == nil || errors.Is(err, errNoSingleLeader) {
+			return leader, err
+		}
+		select {
+		case <-ctx.Done():
+			return "", err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+var errNoSingleLeader = errors.New("has no single leader")
+
+func leaderOnce(ctx context.Context, t topology.Topology) (string, error) {
+	switch {
+	case t.Kind == topology.Etcd:
+		var errs []error
+		for _, n := range t.Nodes {
+			var st struct {
+				Header struct {
+					MemberID string `json:"member_id"`
+				}
+				Leader string
+			}
+			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+			err := httpJSON(pctx, "POST", "http://"+n.Addr()+"/v3/maintenance/status", &st)
+			cancel()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", n.Name, err))
+				continue
+			}
+			if st.Leader != "" && st.Leader != "0" && st.Leader == st.Header.MemberID {
+				return n.Name, nil
+			}
+		}
+		return "", fmt.Errorf("%s: no member reports itself leader: %w", t.Name, errors.Join(errs...))
+	case t.Kind == topology.ZooKeeper:
+		var errs []error
+		for _, n := range t.Nodes {
+			mode, err := zkMode(ctx, n.Addr())
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", n.Name, err))
+				continue
+			}
+			if mode == "leader" || mode == "standalone" {
+				return n.Name, nil
+			}
+		}
+		return "", fmt.Errorf("%s: no node is in leader mode: %w", t.Name, errors.Join(errs...))
+	case len(t.Nodes) == 1:
+		return t.Nodes[0].Name, nil
+	}
+	return "", fmt.Errorf("%s %w", t.Name, errNoSingleLeader)
+}
+
+// httpJSON does a request with an empty JSON body for POST and decodes the
+// JSON reply into v.
+func httpJSON(ctx context.Context, method, url string, v any) error {
+	var body io.Reader
+	if method == "POST" {
+		body = strings.NewReader("{}")
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return json.Unmarshal(b, v)
+}
+
+// dial connects to addr; the context's deadline bounds the whole exchange.
+func dial(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	return conn, nil
+}
+
+// zkMode sends ZooKeeper's srvr four-letter word and returns the Mode line:
+// standalone, leader or follower.
+func zkMode(ctx context.Context, addr string) (string, error) {
+	conn, err := dial(ctx, addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("srvr")); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(conn)
+	if err != nil && len(b) == 0 {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if mode, ok := strings.CutPrefix(strings.TrimSpace(line), "Mode: "); ok {
+			return mode, nil
+		}
+	}
+	return "", fmt.Errorf("srvr: %q", strings.TrimSpace(string(b)))
+}
+
+// RedisDo sends one command to the Redis server at addr over a new
+// connection and returns a simple-string, integer or bulk-string reply. An
+// error reply is returned as an error. The context's deadline bounds the
+// whole exchange.
+func RedisDo(ctx context.Context, addr string, args ...string) (string, error) {
+	conn, err := dial(ctx, addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	var req strings.Builder
+	fmt.Fprintf(&req, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&req, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := io.WriteString(conn, req.String()); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(conn)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if line == "" {
+		return "", errors.New("empty reply")
+	}
+	switch line[0] {
+	case '+', ':':
+		return line[1:], nil
+	case '-':
+		return "", fmt.Errorf("redis: %s", line[1:])
+	case '$':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", fmt.Errorf("unexpected reply %q", line)
+		}
+		b := make([]byte, n+2)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return "", err
+		}
+		return string(b[:n]), nil
+	}
+	return "", fmt.Errorf("unexpected reply %q", line)
+}
+
+// logTail returns the last lines of a node's log, for error messages.
+func (l *Launcher) logTail(node string) string {
+	b, err := os.ReadFile(l.logPath(node))
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 15 {
+		lines = lines[len(lines)-15:]
+	}
+	return fmt.Sprintf("\n--- last lines of %s:\n%s", l.logPath(node), strings.Join(lines, "\n"))
+}
