@@ -1,0 +1,185 @@
+package file
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// fileDriver is one Locker's access to a lock directory. Each one has its
+// own file descriptors and its own inotify instance, so two of them in one
+// process behave like two processes.
+type fileDriver struct {
+	dir string
+
+	closeOnce sync.Once
+	closed    chan struct{}
+
+	mu      sync.Mutex
+	watcher *watcher // started by the first Watch
+}
+
+var _ driver.Locker = (*fileDriver)(nil)
+
+func newDriver(dir string) *fileDriver {
+	return &fileDriver{dir: dir, closed: make(chan struct{})}
+}
+
+// holdState is what a Hold carries between acquire and release.
+type holdState struct {
+	path  string
+	owner string
+	token uint64
+}
+
+func (d *fileDriver) path(key string) string { return filepath.Join(d.dir, fileName(key)) }
+
+func (d *fileDriver) check(ctx context.Context) error {
+	select {
+	case <-d.closed:
+		return driver.ErrClosed
+	default:
+	}
+	return ctx.Err()
+}
+
+// checkKey refuses a state file that belongs to another key (two long keys
+// whose SHA-256 collided).
+func checkKey(path string, s *state, key string) error {
+	if s.key != "" && s.key != key {
+		return driver.Unavailable(fmt.Errorf("file: %s belongs to key %q, not %q (hash collision)", path, s.key, key))
+	}
+	return nil
+}
+
+func (d *fileDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hold, error) {
+	if err := d.check(ctx); err != nil {
+		return driver.Hold{}, err
+	}
+	path := d.path(req.Key)
+	var token uint64
+	err := update(ctx, path, true, func(s *state, now time.Time) (bool, error) {
+		if err := checkKey(path, s, req.Key); err != nil {
+			return false, err
+		}
+		if s.heldAt(now) {
+			return false, &driver.HeldError{Remaining: s.remaining(now)}
+		}
+		// Seeding from the clock keeps tokens increasing even when the
+		// file was removed (or the whole directory wiped) meanwhile.
+		s.token = max(s.token+1, uint64(now.UnixMicro()))
+		s.expires = now.Add(req.TTL).UnixNano()
+		s.owner = req.Owner
+		s.key = req.Key
+		token = s.token
+		return true, nil
+	})
+	if err != nil {
+		return driver.Hold{}, err
+	}
+	return driver.Hold{
+		Token: token,
+		TTL:   req.TTL,
+		State: holdState{path: path, owner: req.Owner, token: token},
+	}, nil
+}
+
+// ours checks that h is the live hold of its file.
+func ours(h driver.Hold, s *state, now time.Time) error {
+	hs := h.State.(holdState)
+	switch {
+	case s.owner != hs.owner || s.token != hs.token:
+		return fmt.Errorf("file: %s is no longer this hold's: %w", hs.path, driver.ErrNotHeld)
+	case !s.heldAt(now):
+		return fmt.Errorf("file: lease in %s expired: %w", hs.path, driver.ErrNotHeld)
+	}
+	return nil
+}
+
+func holdOf(h driver.Hold) (holdState, error) {
+	hs, ok := h.State.(holdState)
+	if !ok {
+		return hs, fmt.Errorf("file: foreign hold: %w", driver.ErrNotHeld)
+	}
+	return hs, nil
+}
+
+func (d *fileDriver) Release(ctx context.Context, h driver.Hold) error {
+	if err := d.check(ctx); err != nil {
+		return err
+	}
+	hs, err := holdOf(h)
+	if err != nil {
+		return err
+	}
+	err = update(ctx, hs.path, false, func(s *state, now time.Time) (bool, error) {
+		if err := ours(h, s, now); err != nil {
+			return false, err
+		}
+		s.owner, s.expires = "", 0
+		return true, nil
+	})
+	if errors.Is(err, errNoFile) {
+		return fmt.Errorf("file: %s was removed: %w", hs.path, driver.ErrNotHeld)
+	}
+	return err
+}
+
+func (d *fileDriver) Renew(ctx context.Context, h driver.Hold) (time.Duration, error) {
+	if err := d.check(ctx); err != nil {
+		return 0, err
+	}
+	hs, err := holdOf(h)
+	if err != nil {
+		return 0, err
+	}
+	err = update(ctx, hs.path, false, func(s *state, now time.Time) (bool, error) {
+		if err := ours(h, s, now); err != nil {
+			return false, err
+		}
+		s.expires = now.Add(h.TTL).UnixNano()
+		return true, nil
+	})
+	if errors.Is(err, errNoFile) {
+		return 0, fmt.Errorf("file: %s was removed: %w", hs.path, driver.ErrNotHeld)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return h.TTL, nil
+}
+
+func (d *fileDriver) Watch(ctx context.Context, key string) (driver.Watch, error) {
+	if err := d.check(ctx); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	if d.watcher == nil {
+		w, err := newWatcher()
+		if err != nil {
+			d.mu.Unlock()
+			return nil, err
+		}
+		d.watcher = w
+	}
+	w := d.watcher
+	d.mu.Unlock()
+	return w.watch(d.path(key))
+}
+
+func (d *fileDriver) Close() error {
+	d.closeOnce.Do(func() { close(d.closed) })
+	d.mu.Lock()
+	w := d.watcher
+	d.watcher = nil
+	d.mu.Unlock()
+	if w != nil {
+		return w.close()
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+// Package file is dlock's single-host backend (scheme file://): locks that
+// exclude each other across the processes of one machine, with no server.
+// It is lockctl's default backend.
+//
+// # URL
+//
+//	file:///var/lock/myapp     a lock directory (created 0700 if missing)
+//	file://                    the default directory, see DefaultDir
+//
+// The directory must be an absolute path; the host part must be empty or
+// "localhost". The backend takes no parameters of its own; the portable
+// ttl= and autorenew= apply as everywhere.
+//
+// # How it works
+//
+// Each key has a state file in the directory: a few lines of text holding
+// the holder's owner ID, the lease's end (wall clock, UnixNano), the last
+// fencing token and the key itself. Every read-modify-write of a state file
+// happens under flock(2) on it, so a lock is a lease record with a TTL, as
+// on every other backend: a process that crashes holding a lock blocks the
+// key until its lease runs out, and the portable watchdog renews the leases
+// of live holders. The file name is the key percent-encoded (every byte
+// outside [A-Za-z0-9_-]), or the SHA-256 of a key too long for a file name;
+// the key recorded inside the file is checked on every access, so two keys
+// never share a lock.
+//
+// The fencing token is max(last token + 1, wall clock in microseconds): it
+// is strictly increasing for a key while its state file lives, and stays
+// increasing when the file, or the whole directory, is removed, unless the
+// clock is stepped back or more than one lock per microsecond was taken.
+// Removing the state file of a free key is therefore harmless; removing the
+// file of a held key breaks that hold (its next renewal reports it lost).
+//
+// Waiters are woken by inotify(7) on the key's state file (one inotify
+// instance per Locker), plus the portable layer's timer at the holder's
+// remaining lease, since an expiry writes nothing.
+//
+// # What it promises, honestly
+//
+//   - One host only. flock(2) and inotify do not work across machines: a
+//     directory on NFS or another network file system is not supported.
+//   - Leases are measured on the host's wall clock, shared by every process
+//     of the host. A step of the clock (not a slew) shortens or lengthens
+//     the leases running at that moment.
+//   - State files are not fsynced: the locks of a host that loses power are
+//     void anyway, and tokens do not go back thanks to the clock seed.
+//   - The files are created with mode 0666 less the umask; processes of
+//     other users can use a directory only if they can write its files.
+//   - State files are never deleted by the backend (a key's file holds its
+//     token counter); a directory grows by one small file per key ever used.
+//
+// # Benchmarks
+//
+// See the BENCHMARKS section in the package's conformance test file.
+package file
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// Scheme is the URL scheme this package registers.
+const Scheme = "file"
+
+func init() { dlock.Register(Scheme, open) }
+
+func open(_ context.Context, u *url.URL) (driver.Locker, error) {
+	dir, err := dirOf(u)
+	if err != nil {
+		return nil, err
+	}
+	if err := driver.NewParams(u).Done(); err != nil {
+		return nil, err
+	}
+	if err := prepare(dir); err != nil {
+		return nil, err
+	}
+	return newDriver(dir), nil
+}
+
+// dirOf returns the lock directory named by a file:// URL.
+func dirOf(u *url.URL) (string, error) {
+	if u.Opaque != "" {
+		return "", fmt.Errorf("%w: file:%s: want file:///absolute/dir", driver.ErrInvalidURL, u.Opaque)
+	}
+	if u.User != nil || (u.Host != "" && u.Host != "localhost") {
+		return "", fmt.Errorf("%w: file://%s%s: the host must be empty (one host only); want file:///absolute/dir",
+			driver.ErrInvalidURL, u.Host, u.Path)
+	}
+	if u.Path == "" {
+		return DefaultDir(), nil
+	}
+	if !filepath.IsAbs(u.Path) {
+		return "", fmt.Errorf("%w: file://%s: want an absolute directory", driver.ErrInvalidURL, u.Path)
+	}
+	return filepath.Clean(u.Path), nil
+}
+
+// DefaultDir is the directory file:// uses: $XDG_RUNTIME_DIR/dlock when
+// XDG_RUNTIME_DIR is set (a per-user tmpfs on systemd hosts), else
+// dlock-<uid> in os.TempDir().
+func DefaultDir() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "dlock")
+	}
+	return filepath.Join(os.TempDir(), "dlock-"+strconv.Itoa(os.Getuid()))
+}
+
+// prepare creates dir if needed and checks that it is a directory.
+func prepare(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return driver.Unavailable(fmt.Errorf("file: lock directory: %w", err))
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return driver.Unavailable(fmt.Errorf("file: lock directory: %w", err))
+	}
+	if !fi.IsDir() {
+		return driver.Unavailable(fmt.Errorf("file: lock directory %s is not a directory", dir))
+	}
+	if dir == DefaultDir() {
+		// A shared temporary directory: refuse one another user made.
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+			return driver.Unavailable(fmt.Errorf("file: lock directory %s belongs to uid %d, not to this user", dir, st.Uid))
+		}
+	}
+	return nil
+}
+
+// New returns a Locker over the lock directory dir (created if missing).
+// Every Locker has its own file descriptors and inotify instance: two
+// Lockers in one process exclude each other as two processes do.
+func New(dir string, opts ...dlock.Option) (dlock.Locker, error) {
+	if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("%w: lock directory %q is not absolute", dlock.ErrInvalidURL, dir)
+	}
+	dir = filepath.Clean(dir)
+	if err := prepare(dir); err != nil {
+		return nil, err
+	}
+	return dlock.NewLocker(newDriver(dir), opts...)
+}

@@ -1,0 +1,106 @@
+package file
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// state is the content of one key's state file.
+//
+// The file is plain text so that `cat` shows who holds a key:
+//
+//	dlock-file v1
+//	token   00001745312345678901
+//	expires 01745312375678901234
+//	owner   3f2a...(32 hex digits, or dashes when free)
+//	key     "jobs/nightly-report"
+//
+// Numbers are zero-padded and a free owner is written as dashes, so every
+// write of one key's file has the same length: a process killed in the
+// middle of a write can leave old bytes only where new ones were going.
+type state struct {
+	token   uint64 // the last token issued for the key; 0 if never
+	expires int64  // lease end, wall clock UnixNano; 0 when free
+	owner   string // the holder's Request.Owner; "" when free
+	key     string // the key this file belongs to; "" if never written
+}
+
+const (
+	header    = "dlock-file v1"
+	freeOwner = "--------------------------------"
+)
+
+// errCorrupt marks a state file that is not in the format above.
+var errCorrupt = errors.New("corrupt state file")
+
+// heldAt reports whether the lease runs at now.
+func (s *state) heldAt(now time.Time) bool {
+	return s.owner != "" && now.UnixNano() < s.expires
+}
+
+// remaining is how long the lease still runs at now.
+func (s *state) remaining(now time.Time) time.Duration {
+	return time.Duration(s.expires - now.UnixNano())
+}
+
+func (s *state) encode() []byte {
+	owner := s.owner
+	if owner == "" {
+		owner = freeOwner
+	}
+	return fmt.Appendf(nil, "%s\ntoken   %020d\nexpires %020d\nowner   %-32s\nkey     %s\n",
+		header, s.token, s.expires, owner, strconv.Quote(s.key))
+}
+
+// parseState reads a state file. An empty file is a key never held.
+func parseState(b []byte) (state, error) {
+	var s state
+	if len(bytes.TrimSpace(b)) == 0 {
+		return s, nil
+	}
+	lines := strings.Split(string(b), "\n")
+	if lines[0] != header {
+		return s, fmt.Errorf("%w: first line %q, want %q", errCorrupt, lines[0], header)
+	}
+	seen := map[string]bool{}
+	for _, line := range lines[1:] {
+		if line == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(line, " ")
+		if !ok {
+			return s, fmt.Errorf("%w: line %q", errCorrupt, line)
+		}
+		val = strings.TrimLeft(val, " ")
+		var err error
+		switch name {
+		case "token":
+			s.token, err = strconv.ParseUint(val, 10, 64)
+		case "expires":
+			s.expires, err = strconv.ParseInt(val, 10, 64)
+		case "owner":
+			s.owner = strings.TrimRight(val, " ")
+			if s.owner == freeOwner {
+				s.owner = ""
+			}
+		case "key":
+			s.key, err = strconv.Unquote(val)
+		default:
+			err = errors.New("unknown field")
+		}
+		if err != nil {
+			return s, fmt.Errorf("%w: line %q: %v", errCorrupt, line, err)
+		}
+		seen[name] = true
+	}
+	for _, name := range []string{"token", "expires", "owner", "key"} {
+		if !seen[name] {
+			return s, fmt.Errorf("%w: no %s line", errCorrupt, name)
+		}
+	}
+	return s, nil
+}
