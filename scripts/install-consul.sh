@@ -8,7 +8,20 @@ set -euo pipefail
 VERSION=v1.14.5
 BIN="$(go env GOPATH)/bin/consul"
 
-if [[ -x "$BIN" ]] && "$BIN" version 2>/dev/null | head -1 | grep -q "Consul ${VERSION}"; then
+installed() { [[ -x "$BIN" ]] && "$BIN" version 2>/dev/null | head -1 | grep -q "Consul ${VERSION}"; }
+
+# --check: only report (exit status) whether the right version is installed.
+if [[ "${1:-}" == --check ]]; then
+  installed
+  exit
+fi
+
+# Two builds at once (make test in two shells) would only slow each other:
+# the second waits for the first, then finds consul installed.
+exec 9>"${TMPDIR:-/tmp}/dlock-install-consul.lock"
+flock 9
+
+if installed; then
   echo "consul ${VERSION} already installed at ${BIN}"
   exit 0
 fi

@@ -5,7 +5,8 @@
 // State lives in a directory, .dlock/ at the module root by default:
 //
 //	.dlock/run/<node>.json   PID and process start time of each node
-//	.dlock/data/<node>/      the node's data directory
+//	.dlock/data/<node>/      the node's data directory (PostgreSQL started by
+//	                         root: under the system temporary directory)
 //	.dlock/log/<node>.log    the node's stdout and stderr
 //	.dlock/endpoints.env     DLOCK_*_URL variables of the topologies that are up
 //
@@ -25,6 +26,8 @@ package launcher
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -141,8 +144,23 @@ type record struct {
 func (l *Launcher) runDir() string                { return filepath.Join(l.Dir, "run") }
 func (l *Launcher) recordPath(node string) string { return filepath.Join(l.runDir(), node+".json") }
 func (l *Launcher) upMarker(topo string) string   { return filepath.Join(l.runDir(), topo+".up") }
-func (l *Launcher) dataDir(node string) string    { return filepath.Join(l.Dir, "data", node) }
 func (l *Launcher) logPath(node string) string    { return filepath.Join(l.Dir, "log", node+".log") }
+
+// dataDir is where a node keeps its data. PostgreSQL run by root runs as
+// the postgres user, who may not be able to enter the checkout (a clone
+// under /root, say), so its data then lives under the system temporary
+// directory, in a directory named after the state directory.
+func (l *Launcher) dataDir(kind topology.Kind, node string) string {
+	if kind == topology.Postgres && os.Geteuid() == 0 {
+		return filepath.Join(l.outsideDir(), node)
+	}
+	return filepath.Join(l.Dir, "data", node)
+}
+
+func (l *Launcher) outsideDir() string {
+	sum := sha256.Sum256([]byte(l.Dir))
+	return filepath.Join(os.TempDir(), "dlock-"+hex.EncodeToString(sum[:6]))
+}
 
 // EndpointsFile is the path of the dotenv file Up writes.
 func (l *Launcher) EndpointsFile() string { return filepath.Join(l.Dir, "endpoints.env") }
@@ -396,7 +414,7 @@ func (l *Launcher) start(ctx context.Context, t topology.Topology, n topology.No
 	if o.aof != nil {
 		aof = *o.aof
 	}
-	dir := l.dataDir(n.Name)
+	dir := l.dataDir(t.Kind, n.Name)
 	fresh := false
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		fresh = true
@@ -480,7 +498,7 @@ func (l *Launcher) Down(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	for _, d := range []string{l.runDir(), filepath.Join(l.Dir, "data")} {
+	for _, d := range []string{l.runDir(), filepath.Join(l.Dir, "data"), l.outsideDir()} {
 		if err := os.RemoveAll(d); err != nil {
 			return err
 		}

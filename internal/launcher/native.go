@@ -69,16 +69,17 @@ func lookPath(program string) (string, error) {
 			return filepath.Join(dir, program), nil
 		}
 	case topology.ConsulAgent:
-		if p, err := exec.LookPath(program); err == nil {
-			return p, nil
-		}
+		// The version scripts/install-consul.sh installs comes first.
 		if gp := goPath(); gp != "" {
 			p := filepath.Join(gp, "bin", "consul")
 			if _, err := os.Stat(p); err == nil {
 				return p, nil
 			}
 		}
-		return "", fmt.Errorf("consul not found on PATH or in $(go env GOPATH)/bin: run scripts/install-consul.sh")
+		if p, err := exec.LookPath(program); err == nil {
+			return p, nil
+		}
+		return "", fmt.Errorf("consul not found in $(go env GOPATH)/bin or on PATH: run scripts/install-consul.sh")
 	}
 	p, err := exec.LookPath(program)
 	if err != nil {
