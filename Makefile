@@ -1,0 +1,63 @@
+# dlock development targets. Servers run natively on 127.0.0.1 (see
+# CONTRIBUTING.md); `make test` starts them all, runs every test against
+# them with no backend allowed to skip, and stops them again.
+
+GO          ?= go
+DLOCKENV    := bin/dlockenv
+GOTEST      := $(GO) test -race -count=1 -timeout 30m
+# Staticcheck 2026.2.2; needs Go 1.26 to build and understands Go 1.26 code.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
+
+# `make up TOPOLOGIES="redis etcd3"` starts only those.
+TOPOLOGIES ?=
+
+.PHONY: all deps dlockenv up down status env test bench faults lint compose \
+	start stop kill pause resume
+
+all: lint test
+
+deps:
+	scripts/install-deps.sh
+
+dlockenv:
+	$(GO) build -o $(DLOCKENV) ./cmd/dlockenv
+
+up: deps dlockenv
+	$(DLOCKENV) up $(TOPOLOGIES)
+
+down: dlockenv
+	$(DLOCKENV) down
+
+status: dlockenv
+	$(DLOCKENV) status
+
+env: dlockenv
+	$(DLOCKENV) env
+
+# Node control for fault experiments: make kill NODE=redlock-3
+start stop kill pause resume: dlockenv
+	@test -n "$(NODE)" || { echo "usage: make $@ NODE=<node> (see: $(DLOCKENV) status)" >&2; exit 2; }
+	$(DLOCKENV) $@ $(NODE)
+
+test:
+	scripts/with-servers.sh $(GOTEST) ./...
+
+bench:
+	scripts/with-servers.sh $(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
+
+faults:
+	@test -d faults || { echo "make faults: there is no ./faults directory yet (the fault tests are not written); nothing to run" >&2; exit 1; }
+	scripts/with-servers.sh $(GOTEST) -tags faults ./faults/...
+
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt -l: not formatted:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	@test -x $(STATICCHECK) && $(STATICCHECK) -version | grep -qF '($(patsubst v%,%,$(STATICCHECK_VERSION)))' || \
+		$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	$(STATICCHECK) ./...
+
+# Regenerate compose/ from internal/topology.
+compose:
+	$(GO) run ./cmd/dlockenv compose
