@@ -1,0 +1,86 @@
+package faults
+
+import (
+	"testing"
+	"time"
+)
+
+const ms = int64(time.Millisecond)
+
+// The checkers must see the violations they exist for; a blind checker
+// would make every fault scenario pass.
+func TestCheckersSeeViolations(t *testing.T) {
+	clean := History{Events: []Event{
+		{Worker: 1, Kind: EvAcquire, Token: 1, Mono: 0, Expires: 100 * ms},
+		{Worker: 1, Kind: EvRead, Token: 1, Mono: 1 * ms, Expires: 100 * ms},
+		{Worker: 1, Kind: EvWrite, Token: 1, Mono: 2 * ms, Expires: 100 * ms, Value: 1},
+		{Worker: 1, Kind: EvRelease, Token: 1, Mono: 3 * ms},
+		{Worker: 2, Kind: EvAcquire, Token: 2, Mono: 4 * ms, Expires: 104 * ms},
+		{Worker: 2, Kind: EvRead, Token: 2, Mono: 5 * ms, Expires: 104 * ms, Value: 1},
+		{Worker: 2, Kind: EvWrite, Token: 2, Mono: 6 * ms, Expires: 104 * ms, Value: 2},
+		{Worker: 2, Kind: EvRelease, Token: 2, Mono: 7 * ms},
+	}, Final: 2, Healed: []int64{3 * ms}}
+	for _, c := range []Check{CheckExclusion(clean), CheckLostUpdates(clean), CheckStaleTokens(clean),
+		CheckMonotoneTokens(clean), CheckLossBeforeExpiry(clean), CheckLiveness(clean, 10*time.Millisecond)} {
+		if !c.OK() {
+			t.Errorf("%s on a clean history: %d violations: %s", c.Name, c.Violations, c.Detail)
+		}
+	}
+
+	// Worker 1 pauses after reading past its validity, worker 2 takes over
+	// and writes, worker 1 resumes and writes its stale value.
+	stale := History{Events: []Event{
+		{Worker: 1, Kind: EvAcquire, Token: 1, Mono: 0, Expires: 100 * ms},
+		{Worker: 1, Kind: EvRead, Token: 1, Mono: 1 * ms, Expires: 100 * ms, Value: 0},
+		{Worker: 2, Kind: EvAcquire, Token: 2, Mono: 150 * ms, Expires: 250 * ms},
+		{Worker: 2, Kind: EvRead, Token: 2, Mono: 151 * ms, Expires: 250 * ms, Value: 0},
+		{Worker: 2, Kind: EvWrite, Token: 2, Mono: 152 * ms, Expires: 250 * ms, Value: 1},
+		{Worker: 2, Kind: EvRelease, Token: 2, Mono: 153 * ms},
+		{Worker: 1, Kind: EvWrite, Token: 1, Mono: 300 * ms, Value: 1},
+		{Worker: 1, Kind: EvLost, Token: 1, Mono: 301 * ms},
+	}, Final: 1}
+	want := map[string]Check{
+		"stale-token":        CheckStaleTokens(stale),
+		"lost-updates":       CheckLostUpdates(stale),
+		"loss-before-expiry": CheckLossBeforeExpiry(stale),
+	}
+	for name, c := range want {
+		if c.OK() {
+			t.Errorf("%s missed the stale holder's write", name)
+		}
+	}
+	if c := CheckExclusion(stale); !c.OK() {
+		t.Errorf("exclusion flagged a takeover after the validity deadline: %s", c.Detail)
+	}
+
+	overlap := History{Events: []Event{
+		{Worker: 1, Kind: EvAcquire, Token: 1, Mono: 0, Expires: 100 * ms},
+		{Worker: 2, Kind: EvAcquire, Token: 2, Mono: 50 * ms, Expires: 150 * ms},
+		{Worker: 1, Kind: EvRelease, Token: 1, Mono: 60 * ms},
+		{Worker: 2, Kind: EvRelease, Token: 2, Mono: 70 * ms},
+	}}
+	if c := CheckExclusion(overlap); c.OK() {
+		t.Error("exclusion missed two holders inside their validity windows")
+	}
+
+	// A renewal extends the window: acting past the first deadline is fine.
+	renewed := History{Events: []Event{
+		{Worker: 1, Kind: EvAcquire, Token: 1, Mono: 0, Expires: 100 * ms},
+		{Worker: 1, Kind: EvRead, Token: 1, Mono: 90 * ms, Expires: 190 * ms},
+		{Worker: 2, Kind: EvAcquire, Token: 2, Mono: 150 * ms, Expires: 250 * ms},
+	}}
+	if c := CheckExclusion(renewed); c.OK() {
+		t.Error("exclusion ignored a renewed window")
+	}
+
+	backwards := History{Events: []Event{
+		{Worker: 1, Kind: EvAcquire, Token: 5, Mono: 0, Expires: 10 * ms},
+		{Worker: 2, Kind: EvAcquire, Token: 3, Mono: 20 * ms, Expires: 30 * ms},
+	}}
+	if c := CheckMonotoneTokens(backwards); c.OK() {
+		t.Error("monotone-tokens missed a token going back")
+	}
+	if c := CheckLiveness(History{Events: backwards.Events, Healed: []int64{25 * ms}}, 10*time.Millisecond); c.OK() {
+		t.Error("liveness passed with no acquisition after the heal")
+	}
+}

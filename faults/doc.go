@@ -1,0 +1,33 @@
+// Package faults is dlock's fault suite: it kills, pauses and partitions
+// real servers and real client processes, and checks every history with
+// checkers that can see a violation.
+//
+// A run starts client workers as separate OS processes (the test binary
+// re-executed), so that SIGSTOP pauses a client the way a GC pause or swap
+// storm would. Each worker loops: acquire, read a counter from the resource,
+// sleep 0-200ms, write counter+1, release. The resource lives in the test
+// process behind HTTP on loopback; it is either unfenced (it accepts every
+// operation) or fenced with package fence (it rejects an operation whose
+// token is below the highest it has seen). Workers report every event, with
+// a CLOCK_MONOTONIC timestamp that is comparable across processes of one
+// host, to the same server.
+//
+// The checkers (check.go) read the history:
+//
+//   - exclusion: no two holders' intervals [acquired, min(released,
+//     validity deadline)] overlap;
+//   - lost updates: the final counter equals the number of accepted writes;
+//   - stale token: no operation is accepted with a token below the highest
+//     already accepted;
+//   - monotone tokens: tokens strictly increase in acquisition order;
+//   - loss before expiry: a hold reported lost was reported before its
+//     validity deadline;
+//   - liveness: after a fault heals, some worker acquires within a bound.
+//
+// Canary scenarios pause a holder past its lease with an unfenced resource
+// and must show a violation: a canary that shows nothing means the harness
+// is blind, and fails.
+//
+// The scenarios need every server topology (make up) and run with
+// `make faults`, which writes FAULTS.md.
+package faults

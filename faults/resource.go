@@ -1,0 +1,172 @@
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/fence"
+)
+
+// resourceKey is the one resource every worker increments.
+const resourceKey = "counter"
+
+// Resource is the shared counter the workers increment, served over HTTP on
+// loopback, and the sink of every worker event. Fenced, it checks each read
+// and write with a fence.Memory; unfenced, it accepts everything.
+type Resource struct {
+	fenced bool
+	fence  fence.Memory
+
+	mu      sync.Mutex
+	value   int64
+	events  []Event
+	waiters []*waiter
+
+	srv *http.Server
+	ln  net.Listener
+}
+
+type waiter struct {
+	match func(Event) bool
+	ch    chan Event
+}
+
+// opRequest is a worker's read or write.
+type opRequest struct {
+	Worker  int    `json:"w"`
+	Kind    string `json:"k"` // EvRead or EvWrite
+	Token   uint64 `json:"t"`
+	Value   int64  `json:"v"`
+	Expires int64  `json:"x"`
+}
+
+type opReply struct {
+	Value    int64 `json:"v"`
+	Rejected bool  `json:"r"`
+}
+
+// StartResource serves a new Resource on a loopback port.
+func StartResource(fenced bool) (*Resource, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	r := &Resource{fenced: fenced, ln: ln}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /op", r.handleOp)
+	mux.HandleFunc("POST /event", r.handleEvent)
+	r.srv = &http.Server{Handler: mux}
+	go func() { _ = r.srv.Serve(ln) }()
+	return r, nil
+}
+
+// Addr is the resource's base URL.
+func (r *Resource) Addr() string { return "http://" + r.ln.Addr().String() }
+
+// Close stops serving.
+func (r *Resource) Close() error { return r.srv.Close() }
+
+func (r *Resource) handleOp(w http.ResponseWriter, req *http.Request) {
+	var op opRequest
+	if err := json.NewDecoder(req.Body).Decode(&op); err != nil || (op.Kind != EvRead && op.Kind != EvWrite) {
+		http.Error(w, "bad op", http.StatusBadRequest)
+		return
+	}
+	reply := r.apply(op)
+	_ = json.NewEncoder(w).Encode(reply)
+}
+
+// apply runs one operation: under the fence when fenced, and records it.
+func (r *Resource) apply(op opRequest) opReply {
+	var reply opReply
+	act := func() error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if op.Kind == EvWrite {
+			r.value = op.Value
+		}
+		reply.Value = r.value
+		r.recordLocked(Event{Worker: op.Worker, Kind: op.Kind, Token: op.Token, Mono: Mono(), Expires: op.Expires, Value: r.value})
+		return nil
+	}
+	var err error
+	if r.fenced {
+		err = r.fence.Do(resourceKey, dlock.Token(op.Token), act)
+	} else {
+		err = act()
+	}
+	if err != nil {
+		reply.Rejected = true
+		r.record(Event{Worker: op.Worker, Kind: EvReject, Token: op.Token, Mono: Mono(), Expires: op.Expires, Err: err.Error()})
+	}
+	return reply
+}
+
+func (r *Resource) handleEvent(w http.ResponseWriter, req *http.Request) {
+	var e Event
+	if err := json.NewDecoder(req.Body).Decode(&e); err != nil {
+		http.Error(w, "bad event", http.StatusBadRequest)
+		return
+	}
+	r.record(e)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (r *Resource) record(e Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recordLocked(e)
+}
+
+func (r *Resource) recordLocked(e Event) {
+	r.events = append(r.events, e)
+	keep := r.waiters[:0]
+	for _, w := range r.waiters {
+		if w.match(e) {
+			w.ch <- e
+			continue
+		}
+		keep = append(keep, w)
+	}
+	r.waiters = keep
+}
+
+// WaitFor blocks until an event matching match is recorded (after the call),
+// or ctx ends.
+func (r *Resource) WaitFor(ctx context.Context, match func(Event) bool) (Event, error) {
+	w := &waiter{match: match, ch: make(chan Event, 1)}
+	r.mu.Lock()
+	r.waiters = append(r.waiters, w)
+	r.mu.Unlock()
+	select {
+	case e := <-w.ch:
+		return e, nil
+	case <-ctx.Done():
+		r.mu.Lock()
+		for i, x := range r.waiters {
+			if x == w {
+				r.waiters = append(r.waiters[:i], r.waiters[i+1:]...)
+				break
+			}
+		}
+		r.mu.Unlock()
+		select {
+		case e := <-w.ch:
+			return e, nil
+		default:
+		}
+		return Event{}, errors.Join(errors.New("faults: event did not happen"), ctx.Err())
+	}
+}
+
+// History returns what was recorded so far.
+func (r *Resource) History(healed []int64) History {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return History{Events: append([]Event(nil), r.events...), Final: r.value, Healed: healed}
+}

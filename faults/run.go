@@ -1,0 +1,167 @@
+package faults
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Backend is one lock topology under test.
+type Backend struct {
+	Name     string        // topology name, e.g. "etcd3"
+	URL      string        // backend URL, without ttl
+	TTL      time.Duration // the workers' lease
+	Grace    time.Duration // how much later than TTL the server may expire a lease
+	Liveness time.Duration // bound on reacquisition after a heal, beyond TTL+Grace
+}
+
+// Run is one scenario execution: a resource, and worker processes.
+type Run struct {
+	t       testing.TB
+	B       Backend
+	Res     *Resource
+	Key     string
+	workers []*worker
+
+	mu     sync.Mutex
+	healed []int64
+}
+
+type worker struct {
+	cfg    WorkerConfig
+	cmd    *exec.Cmd
+	done   chan struct{}
+	paused bool
+}
+
+// RunOptions shape a run.
+type RunOptions struct {
+	Workers int
+	Fenced  bool
+	// Hold, when set, gives worker i a fixed sleep between read and write
+	// (the victim of a pause needs one long enough to be caught holding).
+	Hold func(i int) time.Duration
+	// URL, when set, gives worker i its own backend URL (through a proxy).
+	URL func(i int) string
+}
+
+// Start starts the resource and the workers.
+func Start(t testing.TB, b Backend, o RunOptions) *Run {
+	t.Helper()
+	res, err := StartResource(o.Fenced)
+	if err != nil {
+		t.Fatalf("resource: %v", err)
+	}
+	t.Cleanup(func() { _ = res.Close() })
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	r := &Run{t: t, B: b, Res: res, Key: "dlock-faults/" + hex.EncodeToString(id[:])}
+	logDir := t.TempDir()
+	for i := 0; i < o.Workers; i++ {
+		cfg := WorkerConfig{ID: i, URL: b.URL, Key: r.Key, TTL: b.TTL, Resource: res.Addr()}
+		if o.URL != nil {
+			cfg.URL = o.URL(i)
+		}
+		if o.Hold != nil {
+			cfg.Hold = o.Hold(i)
+		}
+		w := &worker{cfg: cfg, done: make(chan struct{})}
+		w.cmd = exec.Command(os.Args[0], "-test.run=^$")
+		w.cmd.Env = append(os.Environ(), cfg.env()...)
+		logf, err := os.Create(filepath.Join(logDir, fmt.Sprintf("worker-%d.log", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.cmd.Stdout, w.cmd.Stderr = logf, logf
+		if err := w.cmd.Start(); err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+		go func() { _ = w.cmd.Wait(); _ = logf.Close(); close(w.done) }()
+		r.workers = append(r.workers, w)
+	}
+	t.Cleanup(func() { r.stopAll() })
+	return r
+}
+
+func (r *Run) signal(i int, sig syscall.Signal) {
+	r.t.Helper()
+	w := r.workers[i]
+	select {
+	case <-w.done:
+		r.t.Fatalf("worker %d exited early", i)
+	default:
+	}
+	if err := w.cmd.Process.Signal(sig); err != nil {
+		r.t.Fatalf("signal worker %d: %v", i, err)
+	}
+}
+
+// Pause stops worker i (SIGSTOP), as a long GC pause would.
+func (r *Run) Pause(i int) { r.signal(i, syscall.SIGSTOP); r.workers[i].paused = true }
+
+// Resume continues worker i (SIGCONT).
+func (r *Run) Resume(i int) { r.signal(i, syscall.SIGCONT); r.workers[i].paused = false }
+
+// Kill ends worker i at once (SIGKILL), as a crash would.
+func (r *Run) Kill(i int) {
+	r.signal(i, syscall.SIGKILL)
+	<-r.workers[i].done
+}
+
+// Healed records that a fault ended now; liveness is checked from here.
+func (r *Run) Healed() {
+	r.mu.Lock()
+	r.healed = append(r.healed, Mono())
+	r.mu.Unlock()
+}
+
+// WaitFor waits for a matching event, failing the test after d.
+func (r *Run) WaitFor(d time.Duration, what string, match func(Event) bool) Event {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	e, err := r.Res.WaitFor(ctx, match)
+	if err != nil {
+		r.t.Fatalf("waiting for %s: %v", what, err)
+	}
+	return e
+}
+
+// Stop ends every worker (resuming paused ones first) and returns the
+// history.
+func (r *Run) Stop() History {
+	r.stopAll()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.Res.History(r.healed)
+}
+
+func (r *Run) stopAll() {
+	for _, w := range r.workers {
+		if w.paused {
+			_ = w.cmd.Process.Signal(syscall.SIGCONT)
+			w.paused = false
+		}
+		select {
+		case <-w.done:
+		default:
+			_ = w.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	for _, w := range r.workers {
+		select {
+		case <-w.done:
+		case <-time.After(30 * time.Second):
+			_ = w.cmd.Process.Kill()
+			<-w.done
+		}
+	}
+}

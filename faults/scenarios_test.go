@@ -1,0 +1,315 @@
+package faults
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock/internal/launcher"
+)
+
+// Scenario 1: no faults; every check passes, with and without fencing.
+func baseline(t *testing.T, b Backend) {
+	for _, fenced := range []bool{false, true} {
+		r := Start(t, b, RunOptions{Workers: 4, Fenced: fenced})
+		r.WaitFor(time.Minute, "20 writes", countWrites(20))
+		judge(t, "1 baseline"+fencedLabel(fenced), b, r.Stop(), expect{must: allChecks})
+	}
+}
+
+func fencedLabel(fenced bool) string {
+	if fenced {
+		return " (fenced)"
+	}
+	return " (unfenced)"
+}
+
+// countWrites matches the n-th accepted write.
+func countWrites(n int) func(Event) bool {
+	seen := 0
+	return func(e Event) bool {
+		if e.Kind == EvWrite {
+			seen++
+		}
+		return seen >= n
+	}
+}
+
+func isRead(worker int) func(Event) bool {
+	return func(e Event) bool { return e.Kind == EvRead && e.Worker == worker }
+}
+
+func isAcquire(worker int) func(Event) bool {
+	return func(e Event) bool { return e.Kind == EvAcquire && e.Worker == worker }
+}
+
+// writeAfter matches an accepted write by another worker with a higher token.
+func writeAfter(victim Event) func(Event) bool {
+	return func(e Event) bool { return e.Kind == EvWrite && e.Worker != victim.Worker && e.Token > victim.Token }
+}
+
+// staleStep matches the victim's own write or rejection after it resumes.
+func staleStep(victim Event) func(Event) bool {
+	return func(e Event) bool {
+		return e.Worker == victim.Worker && e.Token == victim.Token && (e.Kind == EvWrite || e.Kind == EvReject)
+	}
+}
+
+// rejected reports whether the victim's stale operation was rejected.
+func rejected(h History, victim Event) bool {
+	for _, e := range h.Events {
+		if e.Kind == EvReject && e.Worker == victim.Worker && e.Token == victim.Token {
+			return true
+		}
+	}
+	return false
+}
+
+func lostReported(h History, victim Event) bool {
+	for _, e := range h.Events {
+		if e.Kind == EvLost && e.Worker == victim.Worker && e.Token == victim.Token {
+			return true
+		}
+	}
+	return false
+}
+
+// Scenario 2: a holder paused past its lease, then resumed. Without fencing
+// its stale write must be seen (canary); with fencing it must be rejected.
+func pausePastLease(t *testing.T, b Backend) {
+	for _, fenced := range []bool{false, true} {
+		r := Start(t, b, RunOptions{Workers: 3, Fenced: fenced, Hold: victimHold(300 * time.Millisecond)})
+		victim := r.WaitFor(time.Minute, "the victim's read", isRead(0))
+		r.Pause(0)
+		r.WaitFor(b.TTL+b.Grace+time.Minute, "a write by the next holder", writeAfter(victim))
+		r.Resume(0)
+		r.WaitFor(30*time.Second, "the victim's stale step", staleStep(victim))
+		h := r.Stop()
+		if fenced {
+			judge(t, "2 holder paused past its lease (fenced)", b, h,
+				expect{must: []string{"exclusion", "lost-updates", "stale-token", "monotone-tokens"}})
+			if !rejected(h, victim) {
+				t.Errorf("%s: the paused holder's stale write was not rejected", b.Name)
+			}
+		} else {
+			judge(t, "2 holder paused past its lease (unfenced)", b, h,
+				expect{must: []string{"exclusion", "monotone-tokens"}, canary: []string{"stale-token", "lost-updates"}})
+		}
+	}
+}
+
+func victimHold(d time.Duration) func(int) time.Duration {
+	return func(i int) time.Duration {
+		if i == 0 {
+			return d
+		}
+		return 0
+	}
+}
+
+// Scenario 3: a pause well under the lease costs nothing.
+func shortPause(t *testing.T, b Backend) {
+	r := Start(t, b, RunOptions{Workers: 3, Fenced: true, Hold: victimHold(b.TTL / 2)})
+	victim := r.WaitFor(time.Minute, "the victim's read", isRead(0))
+	r.Pause(0)
+	time.Sleep(b.TTL / 5)
+	r.Resume(0)
+	r.WaitFor(30*time.Second, "the victim's write", staleStep(victim))
+	h := r.Stop()
+	judge(t, "3 short pause", b, h, expect{must: allChecks})
+	if lostReported(h, victim) || rejected(h, victim) {
+		t.Errorf("%s: a pause of TTL/5 was taken for a loss", b.Name)
+	}
+}
+
+// Scenario 4: the holder is killed; another worker acquires within the
+// lease plus the liveness bound.
+func holderKilled(t *testing.T, b Backend) {
+	r := Start(t, b, RunOptions{Workers: 3, Fenced: true, Hold: victimHold(b.TTL)})
+	r.WaitFor(time.Minute, "the victim's read", isRead(0))
+	r.Kill(0)
+	r.Healed()
+	r.WaitFor(b.TTL+b.Grace+b.Liveness+time.Minute, "an acquisition after the kill",
+		func(e Event) bool { return e.Kind == EvAcquire && e.Worker != 0 })
+	time.Sleep(time.Second)
+	judge(t, "4 holder killed", b, r.Stop(), expect{must: allChecks})
+}
+
+// Scenario 5 (and 9 on ZooKeeper): the holder is cut off from the lock
+// servers for longer than its lease. Its Done must fire before its validity
+// deadline; with fencing nothing is lost; locking goes on after the heal.
+func clientPartition(t *testing.T, b Backend, name string, cut time.Duration) {
+	px := NewProxies()
+	defer px.Close()
+	links := make([]*Link, 3)
+	urls := make([]string, 3)
+	for i := range urls {
+		u, l, err := px.Rewrite(b.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		urls[i], links[i] = u, l
+	}
+	r := Start(t, b, RunOptions{Workers: 3, Fenced: true, Hold: victimHold(cut + b.TTL),
+		URL: func(i int) string { return urls[i] }})
+	victim := r.WaitFor(time.Minute, "the victim's read", isRead(0))
+	cutAt := time.Now()
+	if err := links[0].Cut(); err != nil {
+		t.Fatal(err)
+	}
+	r.WaitFor(cut+time.Minute, "a write by the next holder", writeAfter(victim))
+	time.Sleep(time.Until(cutAt.Add(cut)))
+	if err := links[0].Heal(); err != nil {
+		t.Fatal(err)
+	}
+	r.Healed()
+	r.WaitFor(time.Minute, "the victim's stale step", staleStep(victim))
+	r.WaitFor(time.Minute, "the victim locking again", isAcquire(0))
+	h := r.Stop()
+	judge(t, name, b, h, expect{must: allChecks})
+	if !lostReported(h, victim) {
+		t.Errorf("%s: the partitioned holder never reported its loss", b.Name)
+	}
+	if !rejected(h, victim) {
+		t.Errorf("%s: the partitioned holder's stale write was not rejected", b.Name)
+	}
+}
+
+// Server faults (scenarios 6-8) restart what they stop, even on failure.
+func restartOnCleanup(t *testing.T, nodes ...string) {
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			_ = launcher.Resume(ctx(t), n)
+			_ = launcher.Start(ctx(t), n)
+		}
+	})
+}
+
+func kill(t *testing.T, nodes ...string) {
+	restartOnCleanup(t, nodes...)
+	for _, n := range nodes {
+		if err := launcher.Kill(ctx(t), n); err != nil {
+			t.Fatalf("kill %s: %v", n, err)
+		}
+	}
+}
+
+func start(t *testing.T, nodes ...string) {
+	for _, n := range nodes {
+		if err := launcher.Start(ctx(t), n); err != nil {
+			t.Fatalf("start %s: %v", n, err)
+		}
+	}
+}
+
+// Scenario 6: Redis restarted without persistence while a lock is held. The
+// lock is broken (exclusion is violated either way); without fencing the
+// stale holder's write lands (canary), with fencing and the TIME-seeded
+// counter it is rejected.
+func redisRestart(t *testing.T, b Backend) {
+	b.TTL = 3 * time.Second
+	for _, fenced := range []bool{false, true} {
+		r := Start(t, b, RunOptions{Workers: 3, Fenced: fenced, Hold: victimHold(2 * time.Second)})
+		victim := r.WaitFor(time.Minute, "the victim's read", isRead(0))
+		kill(t, "redis")
+		start(t, "redis")
+		r.Healed()
+		r.WaitFor(time.Minute, "a write by the next holder", writeAfter(victim))
+		r.WaitFor(time.Minute, "the victim's stale step", staleStep(victim))
+		h := r.Stop()
+		if fenced {
+			judge(t, "6 Redis restarted empty during a hold (fenced)", b, h,
+				expect{must: []string{"stale-token", "monotone-tokens", "lost-updates", "liveness"}, canary: []string{"exclusion"}})
+		} else {
+			judge(t, "6 Redis restarted empty during a hold (unfenced)", b, h,
+				expect{must: []string{"monotone-tokens"}, canary: []string{"exclusion", "stale-token", "lost-updates"}})
+		}
+	}
+}
+
+// Scenario 7a: Redlock with 2 of 5 masters down works and stays correct.
+func redlockMinorityDown(t *testing.T, b Backend) {
+	kill(t, "redlock-4", "redlock-5")
+	r := Start(t, b, RunOptions{Workers: 4, Fenced: true})
+	r.WaitFor(time.Minute, "20 writes", countWrites(20))
+	h := r.Stop()
+	start(t, "redlock-4", "redlock-5")
+	judge(t, "7a Redlock: 2 of 5 masters killed", b, h, expect{must: allChecks})
+}
+
+// Scenario 7b: with 3 of 5 down nobody acquires; after restart locking
+// resumes.
+func redlockMajorityDown(t *testing.T, b Backend) {
+	r := Start(t, b, RunOptions{Workers: 4, Fenced: true})
+	r.WaitFor(time.Minute, "5 writes", countWrites(5))
+	kill(t, "redlock-1", "redlock-2", "redlock-3")
+	down := Mono()
+	time.Sleep(3 * time.Second)
+	up := Mono()
+	start(t, "redlock-1", "redlock-2", "redlock-3")
+	r.Healed()
+	r.WaitFor(time.Minute, "an acquisition after the restart", func(e Event) bool { return e.Kind == EvAcquire && e.Mono > up })
+	h := r.Stop()
+	judge(t, "7b Redlock: 3 of 5 masters killed", b, h, expect{must: allChecks})
+	for _, e := range h.Events {
+		// An acquire reported within 500ms of the kill may have completed
+		// before it; none may start while the quorum is gone.
+		if e.Kind == EvAcquire && e.Mono > down+int64(500*time.Millisecond) && e.Mono < up {
+			t.Errorf("worker %d acquired (token %d) while 3 of 5 masters were down", e.Worker, e.Token)
+		}
+	}
+}
+
+// Scenario 7c: a master restarted empty during a hold hands the lock to a
+// second client. Fencing with the two-phase token (and the TIME-seeded
+// counter of the empty master) still rejects the stale holder.
+func redlockRestartEmpty(t *testing.T, b Backend) {
+	b.TTL = 3 * time.Second
+	for _, fenced := range []bool{false, true} {
+		kill(t, "redlock-4", "redlock-5")
+		r := Start(t, b, RunOptions{Workers: 3, Fenced: fenced, Hold: victimHold(2 * time.Second)})
+		victim := r.WaitFor(time.Minute, "the victim's read (held on masters 1-3)", isRead(0))
+		kill(t, "redlock-1")
+		start(t, "redlock-1", "redlock-4", "redlock-5")
+		r.WaitFor(time.Minute, "a write by the next holder", writeAfter(victim))
+		r.WaitFor(time.Minute, "the victim's stale step", staleStep(victim))
+		h := r.Stop()
+		if fenced {
+			judge(t, "7c Redlock: master restarted empty during a hold (fenced)", b, h,
+				expect{must: []string{"stale-token", "monotone-tokens", "lost-updates"}, canary: []string{"exclusion"}})
+		} else {
+			judge(t, "7c Redlock: master restarted empty during a hold (unfenced)", b, h,
+				expect{must: []string{"monotone-tokens"}, canary: []string{"exclusion", "stale-token", "lost-updates"}})
+		}
+	}
+}
+
+// Scenario 8: the consensus leader killed, and isolated (paused), under load.
+func leaderFaults(t *testing.T, b Backend) {
+	for _, how := range []string{"killed", "isolated (SIGSTOP)"} {
+		r := Start(t, b, RunOptions{Workers: 4, Fenced: true})
+		r.WaitFor(time.Minute, "10 writes", countWrites(10))
+		leader, err := launcher.Leader(ctx(t), b.Name)
+		if err != nil {
+			t.Fatalf("leader of %s: %v", b.Name, err)
+		}
+		restartOnCleanup(t, leader)
+		if how == "killed" {
+			if err := launcher.Kill(ctx(t), leader); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := launcher.Pause(ctx(t), leader); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(4 * time.Second)
+		if how == "killed" {
+			start(t, leader)
+		} else if err := launcher.Resume(ctx(t), leader); err != nil {
+			t.Fatal(err)
+		}
+		r.Healed()
+		heal := Mono()
+		r.WaitFor(time.Minute, "an acquisition after the heal", func(e Event) bool { return e.Kind == EvAcquire && e.Mono > heal })
+		r.WaitFor(time.Minute, "10 more writes", countWrites(10))
+		judge(t, "8 leader "+how, b, r.Stop(), expect{must: allChecks})
+	}
+}

@@ -1,0 +1,176 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+// Environment of a worker process.
+const (
+	envWorker   = "DLOCK_FAULT_WORKER"   // worker number; its presence makes the process a worker
+	envURL      = "DLOCK_FAULT_URL"      // backend URL
+	envKey      = "DLOCK_FAULT_KEY"      // lock key
+	envTTL      = "DLOCK_FAULT_TTL"      // lease
+	envResource = "DLOCK_FAULT_RESOURCE" // resource base URL
+	envHold     = "DLOCK_FAULT_HOLD"     // fixed sleep between read and write; random 0-200ms if empty
+)
+
+// WorkerConfig describes one worker process.
+type WorkerConfig struct {
+	ID       int
+	URL      string
+	Key      string
+	TTL      time.Duration
+	Resource string
+	Hold     time.Duration // 0: random 0-200ms
+}
+
+func (c WorkerConfig) env() []string {
+	env := []string{
+		envWorker + "=" + strconv.Itoa(c.ID),
+		envURL + "=" + c.URL,
+		envKey + "=" + c.Key,
+		envTTL + "=" + c.TTL.String(),
+		envResource + "=" + c.Resource,
+	}
+	if c.Hold > 0 {
+		env = append(env, envHold+"="+c.Hold.String())
+	}
+	return env
+}
+
+// MaybeWorker runs the worker loop and exits if this process was started as
+// a worker; otherwise it returns at once. Call it first in TestMain.
+func MaybeWorker() {
+	if os.Getenv(envWorker) == "" {
+		return
+	}
+	id, _ := strconv.Atoi(os.Getenv(envWorker))
+	ttl, _ := time.ParseDuration(os.Getenv(envTTL))
+	hold, _ := time.ParseDuration(os.Getenv(envHold))
+	cfg := WorkerConfig{ID: id, URL: os.Getenv(envURL), Key: os.Getenv(envKey), TTL: ttl,
+		Resource: os.Getenv(envResource), Hold: hold}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := runWorker(ctx, cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "worker %d: %v\n", id, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+type workerClient struct {
+	cfg  WorkerConfig
+	http *http.Client
+}
+
+func (c *workerClient) post(path string, body, reply any) error {
+	b, _ := json.Marshal(body)
+	resp, err := c.http.Post(c.cfg.Resource+path, "application/json", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("resource: %s", resp.Status)
+	}
+	if reply != nil {
+		return json.NewDecoder(resp.Body).Decode(reply)
+	}
+	return nil
+}
+
+func (c *workerClient) event(e Event) {
+	e.Worker = c.cfg.ID
+	if e.Mono == 0 {
+		e.Mono = Mono()
+	}
+	_ = c.post("/event", e, nil)
+}
+
+// op reads or writes through the resource, carrying the token and the
+// lease's current deadline.
+func (c *workerClient) op(kind string, m dlock.Mutex, token dlock.Token, value int64) (opReply, error) {
+	var expires int64
+	if l := m.Lease(); l.Token == token {
+		expires = MonoAt(l.Expires)
+	}
+	var reply opReply
+	err := c.post("/op", opRequest{Worker: c.cfg.ID, Kind: kind, Token: uint64(token), Value: value, Expires: expires}, &reply)
+	return reply, err
+}
+
+// runWorker loops acquire → read → sleep → write → release until ctx ends.
+// It deliberately does not look at Done between the read and the write: it
+// models a holder paused between checking its lock and acting, which is
+// what fencing exists for.
+func runWorker(ctx context.Context, cfg WorkerConfig) error {
+	c := &workerClient{cfg: cfg, http: &http.Client{Timeout: 10 * time.Second}}
+	locker, err := dlock.Open(ctx, cfg.URL)
+	if err != nil {
+		return err
+	}
+	defer locker.Close()
+	m, err := locker.NewMutex(cfg.Key, dlock.WithTTL(cfg.TTL))
+	if err != nil {
+		return err
+	}
+	for ctx.Err() == nil {
+		if err := m.Lock(ctx); err != nil {
+			if ctx.Err() == nil {
+				c.event(Event{Kind: EvError, Err: "lock: " + err.Error()})
+				sleepCtx(ctx, 20*time.Millisecond+rand.N(30*time.Millisecond))
+			}
+			continue
+		}
+		token := m.Token()
+		lease := m.Lease()
+		c.event(Event{Kind: EvAcquire, Token: uint64(token), Expires: MonoAt(lease.Expires)})
+		lostAt := make(chan int64, 1)
+		done := m.Done()
+		go func() { <-done; lostAt <- Mono() }()
+
+		if r, err := c.op(EvRead, m, token, 0); err == nil && !r.Rejected {
+			hold := cfg.Hold
+			if hold == 0 {
+				hold = rand.N(200 * time.Millisecond)
+			}
+			time.Sleep(hold) // not ctx-aware on purpose: a paused holder finishes its step
+			_, _ = c.op(EvWrite, m, token, r.Value+1)
+		}
+
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		err = m.Unlock(uctx)
+		cancel()
+		switch {
+		case err == nil:
+			c.event(Event{Kind: EvRelease, Token: uint64(token)})
+		case errors.Is(err, dlock.ErrLockLost):
+			c.event(Event{Kind: EvLost, Token: uint64(token), Mono: <-lostAt, Err: err.Error()})
+		default:
+			c.event(Event{Kind: EvError, Token: uint64(token), Err: "unlock: " + err.Error()})
+		}
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
