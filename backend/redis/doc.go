@@ -1,0 +1,106 @@
+// Package redis is dlock's backend for one Redis deployment: a standalone
+// server, a primary with replicas behind Sentinel, or a Redis Cluster. It
+// registers the URL schemes redis, rediss, redis+cluster, rediss+cluster,
+// redis+sentinel and rediss+sentinel with dlock.Open, and New takes a
+// go-redis v9 client the program already has.
+//
+// # How a lock works
+//
+//   - Acquire: one Lua script does SET key owner NX PX ttl and, when that
+//     succeeds, INCR of the key's fencing counter; the new value is the
+//     fencing token. When the key is held the script returns the holder's
+//     remaining PTTL, so waiters know when the lease would run out.
+//   - Release: a Lua compare-and-delete (only if the key still holds this
+//     hold's owner value), which then publishes on the key's release channel.
+//     A holder whose lease expired and was taken over can therefore never
+//     delete its successor's lock.
+//   - Renew: a Lua compare-and-PEXPIRE, called by dlock's watchdog about
+//     every TTL/3.
+//   - Waiting: the waiters of a Locker share one pub/sub connection (on a
+//     Cluster with Redis 7, one per master, with sharded pub/sub:
+//     SSUBSCRIBE/SPUBLISH). A waiter is woken by the release message, or by
+//     its timer at the holder's remaining lease, since expiry publishes
+//     nothing. There is no polling at a fixed interval.
+//
+// The scripts are embedded from internal/redislua and run with EVALSHA,
+// falling back to EVAL when the server does not have them cached.
+//
+// # Keys
+//
+// A user key K under prefix P becomes three Redis names with one hash tag,
+// so that they live in one Cluster slot:
+//
+//	{P:K'}:lock     the lock: value = owner of the hold, expiry = the lease
+//	{P:K'}:fence    the fencing counter (never expires)
+//	{P:K'}:release  the channel releases are published on
+//
+// K' is K with '%', '{' and '}' percent-encoded, so that the mapping is
+// injective and a brace in a key cannot move the hash tag. LockKey gives the
+// lock's name, for operators. Each key ever locked leaves its counter behind
+// (a small string); this is what keeps tokens increasing.
+//
+// # Fencing tokens
+//
+// A counter that does not exist is seeded from the server's clock (TIME, in
+// microseconds since 1970) before the first increment. Tokens therefore keep
+// increasing across a restart that lost the data (no persistence), as long
+// as one key is not acquired more than a million times a second and the
+// server's clock does not step back. Tokens stay below 2^53 until the year
+// 2255.
+//
+// # URL
+//
+//	redis://[user:password@]host[:6379][/db][?params]
+//	rediss://...                                   (TLS)
+//	redis+cluster://[user:password@]h1:7000,h2:7001,h3:7002[?params]
+//	redis+sentinel://[user:password@]s1:26379,s2:26379[/db]?master_name=NAME[&params]
+//
+// Parameters of this backend:
+//
+//	prefix=dlock          key prefix (no '{' or '}')
+//	wait_replicas=0       after each acquire and renew, WAIT for this many replicas
+//	wait_timeout=500ms    how long WAIT may take (only with wait_replicas)
+//	allow_eviction=false  accept a maxmemory-policy other than noeviction
+//
+// plus dlock's ttl and autorenew, and every go-redis URL option
+// (dial_timeout, read_timeout, write_timeout, pool_size, client_name,
+// protocol, max_retries, skip_verify, ...). Any other parameter is an
+// error matching dlock.ErrInvalidURL. Clients made from a URL honour the
+// caller's context deadline.
+//
+// # Checks at open
+//
+// Open and New read INFO from the server (every master of a Cluster). A
+// server that does not answer before the context ends is ErrUnavailable.
+// A maxmemory-policy other than noeviction (allkeys-* or volatile-*, and
+// every lock key has an expiry) is refused with ErrEvictionPolicy unless
+// allow_eviction=true: an evicted lock lets a second holder in.
+//
+// # What it promises, honestly
+//
+// Within one Redis deployment, and while the server keeps its data, the
+// dlock promises hold: exclusion within the validity window, fencing tokens
+// that increase, and a loss signal when renewal fails. They do not survive
+// everything:
+//
+//   - A restart without persistence (or with fsync not "always") forgets
+//     the locks: a second holder can get a key while the first still
+//     believes it holds it. Fencing tokens still increase (see above), so a
+//     resource that checks them rejects the old holder.
+//   - Replication is asynchronous. If the primary fails over before a
+//     replica has the lock, the new primary does not have it. Set
+//     wait_replicas (WAIT after every acquire and renew) to make a granted
+//     lock exist on that many replicas; an acquire they do not confirm in
+//     wait_timeout is undone and fails with ErrReplicas. Even then Redis
+//     does not promise that the promoted replica is one that acknowledged.
+//     For safety under failures use a consensus store (etcd, ZooKeeper,
+//     Consul) and fence the resource.
+//   - A key taken from outside (DEL, FLUSHDB) is noticed at the holder's
+//     next renewal, within TTL/3.
+//   - Across Lockers (processes) waiters are not queued: a release wakes
+//     one waiter per Locker and the first to ask wins. Within a Locker,
+//     waiters for one key are served one at a time by dlock.
+//
+// A value that this backend did not write at a lock key (a hash, a string
+// without expiry) is reported as ErrNotALock; nothing is changed.
+package redis

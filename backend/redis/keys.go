@@ -1,0 +1,61 @@
+package redis
+
+import (
+	"fmt"
+	"strings"
+)
+
+// DefaultPrefix is the key prefix used when none is given.
+const DefaultPrefix = "dlock"
+
+// names are the Redis keys of one lock. All three share one Cluster hash
+// slot: they carry the same hash tag, {prefix:escaped-key}.
+type names struct {
+	lock    string // the lock: value = owner, expiry = lease
+	fence   string // the fencing counter; never expires
+	channel string // where releases are published
+}
+
+func keyNames(prefix, key string) names {
+	tag := "{" + prefix + ":" + escapeKey(key) + "}"
+	return names{lock: tag + ":lock", fence: tag + ":fence", channel: tag + ":release"}
+}
+
+// LockKey returns the Redis key that holds the lock on key under prefix, for
+// operators and tests: DEL on it breaks the lock (its holder learns at its
+// next renewal). The fencing counter is the same name ending in ":fence",
+// the release channel the same name ending in ":release".
+func LockKey(prefix, key string) string { return keyNames(prefix, key).lock }
+
+// escapeKey maps a user key to a string without '{' or '}', injectively:
+// '%', '{' and '}' are percent-encoded, every other byte is kept. A brace
+// in a key can therefore never end the hash tag early, and two keys never
+// share a name.
+func escapeKey(key string) string {
+	if !strings.ContainsAny(key, "%{}") {
+		return key
+	}
+	var b strings.Builder
+	b.Grow(len(key) + 8)
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; c {
+		case '%':
+			b.WriteString("%25")
+		case '{':
+			b.WriteString("%7B")
+		case '}':
+			b.WriteString("%7D")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// checkPrefix rejects a prefix that would break the hash tag.
+func checkPrefix(prefix string) error {
+	if strings.ContainsAny(prefix, "{}") {
+		return fmt.Errorf("key prefix %q must not contain '{' or '}'", prefix)
+	}
+	return nil
+}

@@ -1,0 +1,365 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redislua"
+)
+
+// Options configure the backend. The zero value (or nil) is usable: prefix
+// "dlock", no replica acknowledgement, and a refusal of servers that may
+// evict keys.
+type Options struct {
+	// Prefix starts the hash tag of every key this backend writes
+	// ("{dlock:KEY}:lock"). Lockers with different prefixes never see each
+	// other's locks. It must not contain '{' or '}'. Default "dlock".
+	// URL parameter: prefix.
+	Prefix string
+
+	// WaitReplicas, when positive, makes every acquire and renew wait
+	// (Redis WAIT) until that many replicas have the write. An acquire
+	// that fewer replicas acknowledged within WaitTimeout is undone and
+	// fails with ErrReplicas; such a renew fails (and is retried by the
+	// watchdog). For primary/replica setups where a failover must not
+	// lose a granted lock. URL parameter: wait_replicas.
+	WaitReplicas int
+
+	// WaitTimeout bounds each WAIT. Default 500ms; the caller's context
+	// deadline shortens it. URL parameter: wait_timeout.
+	WaitTimeout time.Duration
+
+	// AllowEviction accepts a server whose maxmemory-policy is not
+	// noeviction. Without it, opening such a server fails with
+	// ErrEvictionPolicy. URL parameter: allow_eviction.
+	AllowEviction bool
+}
+
+// DefaultWaitTimeout is the WAIT timeout when Options.WaitTimeout is zero.
+const DefaultWaitTimeout = 500 * time.Millisecond
+
+// releaseMessage is what a release publishes; waiters only need the wake-up.
+const releaseMessage = "released"
+
+// cleanupTimeout bounds the background release that undoes an acquire whose
+// outcome is unknown.
+const cleanupTimeout = 5 * time.Second
+
+func (o *Options) normalize() (Options, error) {
+	var out Options
+	if o != nil {
+		out = *o
+	}
+	if out.Prefix == "" {
+		out.Prefix = DefaultPrefix
+	}
+	if err := checkPrefix(out.Prefix); err != nil {
+		return out, err
+	}
+	if out.WaitReplicas < 0 {
+		return out, fmt.Errorf("WaitReplicas %d is negative", out.WaitReplicas)
+	}
+	if out.WaitTimeout < 0 {
+		return out, fmt.Errorf("WaitTimeout %v is negative", out.WaitTimeout)
+	}
+	if out.WaitTimeout == 0 {
+		out.WaitTimeout = DefaultWaitTimeout
+	}
+	return out, nil
+}
+
+// New returns a Locker over client, a go-redis client the caller keeps
+// owning (Close of the Locker does not close it): a *redis.Client
+// (standalone, or Sentinel-backed from redis.NewFailoverClient) or a
+// *redis.ClusterClient. A redis.Ring is refused: its shards are independent
+// servers and a shard that goes away moves its keys to another, which
+// breaks exclusion.
+//
+// New talks to the server once, to check that it is reachable (else an
+// error matching dlock.ErrUnavailable), that its maxmemory-policy cannot
+// evict keys (see Options.AllowEviction) and, on a Cluster, whether sharded
+// pub/sub is available. The dlock options set the Locker's defaults.
+//
+// For the caller's context to bound every call, create the client with
+// ContextTimeoutEnabled: true (Open does).
+func New(ctx context.Context, client goredis.UniversalClient, o *Options, opts ...dlock.Option) (dlock.Locker, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: redis: nil client", dlock.ErrInvalidOption)
+	}
+	cfg, err := o.normalize()
+	if err != nil {
+		return nil, fmt.Errorf("%w: redis: %v", dlock.ErrInvalidOption, err)
+	}
+	d, err := newDriver(ctx, client, cfg, false)
+	if err != nil {
+		return nil, err
+	}
+	return lockerOver(d, opts)
+}
+
+// lockerOver wraps d in the portable Locker, closing d if that fails.
+func lockerOver(d *redisDriver, opts []dlock.Option) (dlock.Locker, error) {
+	l, err := dlock.NewLocker(d, opts...)
+	if err != nil {
+		_ = d.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// redisDriver is the driver.Locker over one go-redis client.
+type redisDriver struct {
+	client    goredis.UniversalClient
+	ownClient bool // opened from a URL: Close closes it
+	cfg       Options
+	publish   string // redislua.Publish or redislua.ShardedPublish
+	subs      *subscriptions
+
+	bg       context.Context // background cleanups; cancelled by Close
+	bgCancel context.CancelFunc
+	bgWG     sync.WaitGroup
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+var _ driver.Locker = (*redisDriver)(nil)
+
+func newDriver(ctx context.Context, client goredis.UniversalClient, cfg Options, own bool) (*redisDriver, error) {
+	switch client.(type) {
+	case *goredis.Client, *goredis.ClusterClient:
+	default:
+		return nil, fmt.Errorf("%w: redis: unsupported client %T (use a *redis.Client, a failover *redis.Client or a *redis.ClusterClient)",
+			dlock.ErrInvalidOption, client)
+	}
+	info, err := inspect(ctx, client)
+	if err != nil {
+		return nil, err
+	}
+	if err := info.checkEviction(cfg.AllowEviction); err != nil {
+		return nil, err
+	}
+	d := &redisDriver{
+		client:    client,
+		ownClient: own,
+		cfg:       cfg,
+		publish:   redislua.Publish,
+		closed:    make(chan struct{}),
+	}
+	cluster, _ := client.(*goredis.ClusterClient)
+	sharded := cluster != nil && info.shardedPubSub
+	if sharded {
+		d.publish = redislua.ShardedPublish
+	} else {
+		cluster = nil // classic pub/sub: one connection hears every node
+	}
+	d.subs = newSubscriptions(client, cluster)
+	d.bg, d.bgCancel = context.WithCancel(context.Background())
+	return d, nil
+}
+
+// state is what a Hold carries between TryAcquire, Renew and Release.
+type state struct {
+	names names
+	owner string
+	ttlMs int64
+}
+
+func (d *redisDriver) check(ctx context.Context) error {
+	select {
+	case <-d.closed:
+		return driver.ErrClosed
+	default:
+	}
+	return ctx.Err()
+}
+
+func (d *redisDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hold, error) {
+	if err := d.check(ctx); err != nil {
+		return driver.Hold{}, err
+	}
+	st := &state{names: keyNames(d.cfg.Prefix, req.Key), owner: req.Owner, ttlMs: redislua.Millis(req.TTL)}
+	keys, args := redislua.AcquireArgs(st.names.lock, st.names.fence, st.owner, st.ttlMs)
+	v, acks, err := d.run(ctx, redislua.Acquire, keys, args)
+	if err != nil {
+		if !serverError(err) {
+			// The script may have run and the reply been lost: undo it.
+			d.cleanup(st)
+		}
+		return driver.Hold{}, mapErr(err)
+	}
+	r, err := redislua.ParseAcquire(v)
+	if err != nil {
+		d.cleanup(st)
+		return driver.Hold{}, err
+	}
+	if !r.Acquired {
+		// PTTL rounds down; never report 0 ("unknown") for a lease that
+		// is about to end.
+		return driver.Hold{}, &driver.HeldError{Remaining: max(r.Remaining, time.Millisecond)}
+	}
+	if d.cfg.WaitReplicas > 0 && acks < int64(d.cfg.WaitReplicas) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_ = d.release(rctx, st)
+		return driver.Hold{}, d.replicaErr(acks)
+	}
+	return driver.Hold{
+		Token: r.Token,
+		TTL:   time.Duration(st.ttlMs) * time.Millisecond,
+		State: st,
+	}, nil
+}
+
+func (d *redisDriver) replicaErr(acks int64) error {
+	return driver.Unavailable(fmt.Errorf("%w: %d of %d within %v", ErrReplicas, max(acks, 0), d.cfg.WaitReplicas, d.cfg.WaitTimeout))
+}
+
+// run runs script, and with WaitReplicas set, WAITs on the same connection
+// afterwards and returns the number of replicas that acknowledged (-1 when
+// WAIT is off).
+func (d *redisDriver) run(ctx context.Context, script *goredis.Script, keys []string, args []any) (any, int64, error) {
+	if d.cfg.WaitReplicas <= 0 {
+		v, err := script.Run(ctx, d.client, keys, args...).Result()
+		return v, -1, err
+	}
+	var node *goredis.Client
+	switch c := d.client.(type) {
+	case *goredis.ClusterClient:
+		n, err := c.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return nil, 0, err
+		}
+		node = n
+	case *goredis.Client:
+		node = c
+	}
+	// WAIT counts the writes of its own connection: keep one.
+	conn := node.Conn()
+	defer conn.Close()
+	v, err := script.Run(ctx, conn, keys, args...).Result()
+	if err != nil {
+		return nil, 0, err
+	}
+	timeout := d.cfg.WaitTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = max(min(timeout, time.Until(dl)), time.Millisecond)
+	}
+	acks, err := conn.Wait(ctx, d.cfg.WaitReplicas, timeout).Result()
+	if err != nil {
+		// The write happened; only its replication is unknown.
+		return v, 0, nil
+	}
+	return v, acks, nil
+}
+
+// cleanup releases st in the background, for an acquire whose outcome is
+// unknown. The release is guarded by the owner: it never frees someone
+// else's lock.
+func (d *redisDriver) cleanup(st *state) {
+	d.bgWG.Add(1)
+	go func() {
+		defer d.bgWG.Done()
+		ctx, cancel := context.WithTimeout(d.bg, cleanupTimeout)
+		defer cancel()
+		_ = d.release(ctx, st)
+	}()
+}
+
+func stateOf(h driver.Hold) (*state, error) {
+	st, ok := h.State.(*state)
+	if !ok || st == nil {
+		return nil, fmt.Errorf("redis: hold not made by this backend: %w", driver.ErrNotHeld)
+	}
+	return st, nil
+}
+
+func (d *redisDriver) Release(ctx context.Context, h driver.Hold) error {
+	if err := d.check(ctx); err != nil {
+		return err
+	}
+	st, err := stateOf(h)
+	if err != nil {
+		return err
+	}
+	return d.release(ctx, st)
+}
+
+func (d *redisDriver) release(ctx context.Context, st *state) error {
+	keys, args := redislua.ReleaseArgs(st.names.lock, st.names.channel, st.owner, d.publish, releaseMessage)
+	v, err := redislua.Release.Run(ctx, d.client, keys, args...).Result()
+	if err != nil {
+		return mapErr(err)
+	}
+	ok, err := redislua.ParseFlag(v)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("redis: lock expired or taken over: %w", driver.ErrNotHeld)
+	}
+	return nil
+}
+
+func (d *redisDriver) Renew(ctx context.Context, h driver.Hold) (time.Duration, error) {
+	if err := d.check(ctx); err != nil {
+		return 0, err
+	}
+	st, err := stateOf(h)
+	if err != nil {
+		return 0, err
+	}
+	keys, args := redislua.RenewArgs(st.names.lock, st.owner, st.ttlMs)
+	v, acks, err := d.run(ctx, redislua.Renew, keys, args)
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	ok, err := redislua.ParseFlag(v)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, fmt.Errorf("redis: lock expired or taken over: %w", driver.ErrNotHeld)
+	}
+	if d.cfg.WaitReplicas > 0 && acks < int64(d.cfg.WaitReplicas) {
+		// Not lost, but a failover now could shorten the lease: report a
+		// transient failure; the watchdog retries and gives up in time.
+		return 0, d.replicaErr(acks)
+	}
+	return time.Duration(st.ttlMs) * time.Millisecond, nil
+}
+
+func (d *redisDriver) Watch(ctx context.Context, key string) (driver.Watch, error) {
+	if err := d.check(ctx); err != nil {
+		return nil, err
+	}
+	w, err := d.subs.watch(ctx, keyNames(d.cfg.Prefix, key).channel)
+	if err != nil {
+		if errors.Is(err, driver.ErrClosed) {
+			return nil, err
+		}
+		return nil, mapErr(err)
+	}
+	return w, nil
+}
+
+func (d *redisDriver) Close() error {
+	var err error
+	d.closeOnce.Do(func() {
+		close(d.closed)
+		d.subs.close()
+		d.bgCancel()
+		d.bgWG.Wait()
+		if d.ownClient {
+			err = d.client.Close()
+		}
+	})
+	return err
+}

@@ -1,0 +1,129 @@
+// Package redislua holds the Lua scripts dlock runs on a Redis instance:
+// acquire with a fencing token, compare-and-delete release, and
+// compare-and-expire renew. The scripts are embedded from the .lua files
+// next to this one and run through go-redis Script, which sends EVALSHA and
+// falls back to EVAL when the server answers NOSCRIPT.
+//
+// The scripts know nothing of dlock's key names: callers pass the keys
+// (which must share one hash slot on a Cluster), the owner and the lease.
+// They are shared by the redis backend (one instance, standalone, Sentinel
+// or Cluster) and may be used per instance by the redlock backend.
+package redislua
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed acquire.lua
+	acquireSrc string
+	//go:embed release.lua
+	releaseSrc string
+	//go:embed renew.lua
+	renewSrc string
+)
+
+// The scripts. See the .lua files for their KEYS, ARGV and replies.
+var (
+	// Acquire: KEYS lock, fence; ARGV owner, ttl-ms.
+	// Replies {1, token} or {0, pttl}; error NOTALOCK.
+	Acquire = goredis.NewScript(acquireSrc)
+	// Release: KEYS lock [, channel]; ARGV owner, publish command, message.
+	// Replies 1 or 0.
+	Release = goredis.NewScript(releaseSrc)
+	// Renew: KEYS lock; ARGV owner, ttl-ms. Replies 1 or 0.
+	Renew = goredis.NewScript(renewSrc)
+)
+
+// Announcement commands for Release's ARGV[2].
+const (
+	NoPublish      = ""
+	Publish        = "PUBLISH"
+	ShardedPublish = "SPUBLISH"
+)
+
+// NotALockPrefix starts the error reply of Acquire when a key holds a value
+// that is not a lock (or a counter that is not an integer).
+const NotALockPrefix = "NOTALOCK"
+
+// Millis turns a lease into the whole milliseconds Redis takes, rounding up
+// so the server never grants less than asked for.
+func Millis(ttl time.Duration) int64 {
+	ms := int64((ttl + time.Millisecond - 1) / time.Millisecond)
+	return max(ms, 1)
+}
+
+// AcquireArgs returns Acquire's keys and arguments.
+func AcquireArgs(lockKey, fenceKey, owner string, ttlMs int64) ([]string, []any) {
+	return []string{lockKey, fenceKey}, []any{owner, ttlMs}
+}
+
+// ReleaseArgs returns Release's keys and arguments. channel and publish may
+// be empty for a release that announces nothing.
+func ReleaseArgs(lockKey, channel, owner, publish, message string) ([]string, []any) {
+	keys := []string{lockKey}
+	if channel != "" {
+		keys = append(keys, channel)
+	}
+	return keys, []any{owner, publish, message}
+}
+
+// RenewArgs returns Renew's keys and arguments.
+func RenewArgs(lockKey, owner string, ttlMs int64) ([]string, []any) {
+	return []string{lockKey}, []any{owner, ttlMs}
+}
+
+// AcquireReply is Acquire's decoded reply.
+type AcquireReply struct {
+	Acquired  bool
+	Token     uint64        // when Acquired
+	Remaining time.Duration // when not Acquired: the holder's remaining lease
+}
+
+// ParseAcquire decodes the result of Acquire. A reply in an unexpected
+// shape is an error (it means the script on the server is not ours).
+func ParseAcquire(v any) (AcquireReply, error) {
+	s, ok := v.([]any)
+	if !ok || len(s) != 2 {
+		return AcquireReply{}, fmt.Errorf("redislua: unexpected acquire reply %#v", v)
+	}
+	flag, ok1 := s[0].(int64)
+	n, ok2 := s[1].(int64)
+	if !ok1 || !ok2 || n < 0 {
+		return AcquireReply{}, fmt.Errorf("redislua: unexpected acquire reply %#v", v)
+	}
+	if flag == 1 {
+		if n == 0 {
+			return AcquireReply{}, errors.New("redislua: acquire returned token 0")
+		}
+		return AcquireReply{Acquired: true, Token: uint64(n)}, nil
+	}
+	return AcquireReply{Remaining: time.Duration(n) * time.Millisecond}, nil
+}
+
+// ParseFlag decodes the 1/0 reply of Release and Renew.
+func ParseFlag(v any) (bool, error) {
+	n, ok := v.(int64)
+	if !ok || (n != 0 && n != 1) {
+		return false, fmt.Errorf("redislua: unexpected reply %#v", v)
+	}
+	return n == 1, nil
+}
+
+// IsNotALock reports whether err is the server's reply that a key holds
+// something other than a lock: Acquire's NOTALOCK, or WRONGTYPE from
+// Release and Renew.
+func IsNotALock(err error) bool {
+	var rerr goredis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	return strings.HasPrefix(msg, NotALockPrefix+" ") || strings.HasPrefix(msg, "WRONGTYPE ")
+}
