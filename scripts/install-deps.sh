@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the test topologies need and is missing: the Debian packages
-# of Redis, etcd, ZooKeeper (with a JRE) and PostgreSQL, and Consul, built
+# of Redis, etcd, ZooKeeper (its jars and a JRE) and PostgreSQL, and Consul, built
 # once from its Go module by install-consul.sh. Safe to run again: it does
 # nothing when everything is there. Installing needs root (or sudo).
 #
@@ -18,7 +18,11 @@ pkgs=()
 { have redis-server && have redis-cli; } || pkgs+=(redis-server redis-tools)
 have etcd || pkgs+=(etcd-server)
 have etcdctl || pkgs+=(etcd-client)
-{ have java && [[ -f /usr/share/java/zookeeper.jar ]]; } || pkgs+=(zookeeper default-jre-headless)
+# ZooKeeper runs straight from its jars (the launcher starts the JVM), so
+# the jars and a headless JRE are enough: the zookeeper package would add
+# scripts we do not use and a desktop JRE.
+have java || pkgs+=(default-jre-headless)
+[[ -f /usr/share/java/zookeeper.jar ]] || pkgs+=(libzookeeper-java)
 [[ -f /usr/share/java/slf4j-simple.jar ]] || pkgs+=(libslf4j-java)
 { compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null && have psql && have pg_isready; } || pkgs+=(postgresql)
 

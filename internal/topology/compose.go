@@ -47,7 +47,11 @@ func Compose(t Topology) []byte {
 	var b bytes.Buffer
 	b.WriteString(composeHeader)
 	fmt.Fprintf(&b, "# %s: %d %s node(s). Tests read %s=%s\n", t.Name, len(t.Nodes), t.Kind, t.EnvVar, t.URL())
-	fmt.Fprintf(&b, "# Run: docker compose -f compose/%s up -d --wait\n", ComposeFile(t))
+	wait := " --wait"
+	if t.InitArgs() != nil {
+		wait = "" // the one-shot init service exits, which --wait counts as a failure
+	}
+	fmt.Fprintf(&b, "# Run: docker compose -f compose/%s up -d%s\n", ComposeFile(t), wait)
 	fmt.Fprintf(&b, "name: dlock-%s\n", t.Name)
 
 	if t.Kind == ZooKeeper {
@@ -112,7 +116,7 @@ func Compose(t Topology) []byte {
 func ComposeAll(ts []Topology) []byte {
 	var b bytes.Buffer
 	b.WriteString(composeHeader)
-	b.WriteString("# Every topology at once: docker compose -f compose/compose.yaml up -d --wait\n")
+	b.WriteString("# Every topology at once: docker compose -f compose/compose.yaml up -d\n")
 	b.WriteString("name: dlock\ninclude:\n")
 	for _, t := range ts {
 		fmt.Fprintf(&b, "  - %s\n", ComposeFile(t))
@@ -134,7 +138,7 @@ func healthcheck(t Topology, n Node) []string {
 	case Consul:
 		return []string{"CMD", "consul", "operator", "raft", "list-peers", "-http-addr", n.Addr()}
 	case ZooKeeper:
-		return []string{"CMD-SHELL", "zkServer.sh status /conf/zoo.cfg"}
+		return []string{"CMD", "zkServer.sh", "status"} // reads /conf/zoo.cfg
 	}
 	return nil
 }
