@@ -1,0 +1,355 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// errVanished: our node disappeared while we queued (its session expired,
+// or an operator deleted it). The attempt starts again with a new node.
+var errVanished = errors.New("zookeeper: our lock node disappeared while queued")
+
+// attempt is one acquire of one key.
+type attempt struct {
+	req     driver.Request
+	keyPath string // the key's znode, parent of the lock nodes
+	guid    string // in our node's name, to find it again after a lost reply
+}
+
+func (d *zkDriver) newAttempt(req driver.Request) (*attempt, error) {
+	if !isOwner(req.Owner) {
+		return nil, fmt.Errorf("zookeeper: owner %q is not 32 lower-case hex digits", req.Owner)
+	}
+	if req.Key == "" || len(req.Key) > driver.MaxKeyLen {
+		return nil, fmt.Errorf("zookeeper: key of %d bytes: want 1 to %d", len(req.Key), driver.MaxKeyLen)
+	}
+	return &attempt{req: req, keyPath: d.prefix + "/" + nodeName(req.Key), guid: req.Owner}, nil
+}
+
+// TryAcquire queues like Acquire but does not wait: if our node is not the
+// first, it is deleted again and the key is reported held.
+func (d *zkDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hold, error) {
+	return d.acquire(ctx, req, false)
+}
+
+// Acquire is the lock recipe: create a protected ephemeral sequential node
+// under the key's znode, list the children, hold if ours is the lowest,
+// otherwise watch only the node just before ours and list again when it
+// goes. Waiters are served in the order they queued.
+func (d *zkDriver) Acquire(ctx context.Context, req driver.Request) (driver.Hold, error) {
+	return d.acquire(ctx, req, true)
+}
+
+func (d *zkDriver) acquire(ctx context.Context, req driver.Request, wait bool) (driver.Hold, error) {
+	if err := d.check(ctx); err != nil {
+		return driver.Hold{}, err
+	}
+	a, err := d.newAttempt(req)
+	if err != nil {
+		return driver.Hold{}, err
+	}
+	for tries := 0; ; tries++ {
+		path, err := d.create(ctx, a)
+		if err != nil {
+			return driver.Hold{}, err
+		}
+		h, err := d.queue(ctx, a, path, wait)
+		if errors.Is(err, errVanished) && tries < 3 {
+			continue
+		}
+		if errors.Is(err, errVanished) {
+			err = driver.Unavailable(err)
+		}
+		return h, err
+	}
+}
+
+type createResult struct {
+	path string
+	err  error
+}
+
+// create makes our node, creating the key's znode and the prefix when they
+// are missing. A create whose reply was lost may have been applied: the
+// node is then looked for by its GUID before creating another.
+func (d *zkDriver) create(ctx context.Context, a *attempt) (string, error) {
+	for tries := 0; ; tries++ {
+		path, err := d.createOnce(ctx, a)
+		switch {
+		case err == nil:
+			return path, nil
+		case errors.Is(err, zk.ErrNoNode) && tries < 4:
+			if err := d.ensureKey(ctx, a.keyPath); err != nil {
+				return "", err
+			}
+		case ambiguous(err) && tries < 4:
+			path, err := d.findGUID(ctx, a)
+			if err != nil {
+				d.clean.guid(a.keyPath, a.guid)
+				return "", err
+			}
+			if path != "" {
+				return path, nil
+			}
+		default:
+			return "", d.fail("create", err)
+		}
+	}
+}
+
+// createOnce sends one create. If ctx ends first, the cleaner takes over
+// whatever the create makes.
+func (d *zkDriver) createOnce(ctx context.Context, a *attempt) (string, error) {
+	prefix := a.keyPath + "/" + protectedPrefix + a.guid + lockInfix
+	if ctx.Done() == nil {
+		return d.conn.Create(prefix, nil, zk.FlagEphemeralSequential, d.acl)
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	res := make(chan createResult, 1)
+	go func() {
+		p, err := d.conn.Create(prefix, nil, zk.FlagEphemeralSequential, d.acl)
+		res <- createResult{p, err}
+	}()
+	select {
+	case r := <-res:
+		return r.path, r.err
+	case <-ctx.Done():
+		d.clean.abandoned(a.keyPath, a.guid, res)
+		return "", ctx.Err()
+	}
+}
+
+// findGUID looks for the node a create with a lost reply may have made.
+func (d *zkDriver) findGUID(ctx context.Context, a *attempt) (string, error) {
+	if _, err := call(ctx, func() (string, error) { return d.conn.Sync(a.keyPath) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return "", d.fail("sync", err)
+	}
+	children, err := d.children(ctx, a.keyPath)
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", nil
+	}
+	if err != nil {
+		return "", d.fail("list", err)
+	}
+	for _, n := range queue(children) {
+		if hasGUID(n.name, a.guid) {
+			return a.keyPath + "/" + n.name, nil
+		}
+	}
+	return "", nil
+}
+
+// ensureKey creates the key's znode as a container, which the server
+// deletes some time after its last child goes, and the prefix above it.
+func (d *zkDriver) ensureKey(ctx context.Context, keyPath string) error {
+	for tries := 0; ; tries++ {
+		_, err := call(ctx, func() (string, error) {
+			return d.conn.CreateContainer(keyPath, nil, zk.FlagContainer, d.acl)
+		})
+		switch {
+		case err == nil, errors.Is(err, zk.ErrNodeExists):
+			return nil
+		case errors.Is(err, zk.ErrNoNode) && tries < 2:
+			if err := d.ensurePrefix(ctx); err != nil {
+				return err
+			}
+		default:
+			return d.fail("create key node", err)
+		}
+	}
+}
+
+// ensurePrefix creates the missing persistent nodes of the prefix, looking
+// before creating so that a user without the right to create in an
+// existing parent can still use it.
+func (d *zkDriver) ensurePrefix(ctx context.Context) error {
+	p := ""
+	for _, seg := range strings.Split(d.prefix[1:], "/") {
+		p += "/" + seg
+		ok, err := call(ctx, func() (bool, error) {
+			ok, _, err := d.conn.Exists(p)
+			return ok, err
+		})
+		if err != nil {
+			return d.fail("look up prefix", err)
+		}
+		if ok {
+			continue
+		}
+		_, err = call(ctx, func() (string, error) { return d.conn.Create(p, nil, zk.FlagPersistent, d.acl) })
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return d.fail("create prefix "+p, err)
+		}
+	}
+	return nil
+}
+
+func (d *zkDriver) children(ctx context.Context, path string) ([]string, error) {
+	return call(ctx, func() ([]string, error) {
+		c, _, err := d.conn.Children(path)
+		return c, err
+	})
+}
+
+type existsResult struct {
+	ok  bool
+	st  *zk.Stat
+	ch  <-chan zk.Event
+	err error
+}
+
+// queue waits, if wait is set, until our node at path is the lowest, and
+// grants the hold. On any failure our node is deleted before returning.
+func (d *zkDriver) queue(ctx context.Context, a *attempt, path string, wait bool) (_ driver.Hold, err error) {
+	name := path[strings.LastIndexByte(path, '/')+1:]
+	defer func() {
+		if err != nil && !errors.Is(err, errVanished) {
+			d.leave(ctx, path)
+		}
+	}()
+	// Exists with a watch on our own node goes out alongside the first
+	// listing: it gives the fencing token (czxid), the session that owns
+	// the node, and a watch that reports the node's deletion.
+	ownC := make(chan existsResult, 1)
+	go func() {
+		ok, st, ch, err := d.conn.ExistsW(path)
+		ownC <- existsResult{ok, st, ch, err}
+	}()
+	var own *existsResult
+	for {
+		sent := time.Now()
+		children, err := d.children(ctx, a.keyPath)
+		if own == nil {
+			select {
+			case r := <-ownC:
+				own = &r
+			case <-ctx.Done():
+				return driver.Hold{}, ctx.Err()
+			}
+			if own.err != nil {
+				return driver.Hold{}, d.fail("look up own node", own.err)
+			}
+			if !own.ok {
+				return driver.Hold{}, errVanished
+			}
+		}
+		if errors.Is(err, zk.ErrNoNode) {
+			return driver.Hold{}, errVanished
+		}
+		if err != nil {
+			return driver.Hold{}, d.fail("list", err)
+		}
+		pred, found := "", false
+		for _, n := range queue(children) {
+			if n.name == name {
+				found = true
+				break
+			}
+			if hasGUID(n.name, a.guid) {
+				// A duplicate from a create whose reply was lost.
+				d.clean.node(a.keyPath+"/"+n.name, 0)
+				continue
+			}
+			pred = n.name
+		}
+		switch {
+		case !found:
+			return driver.Hold{}, errVanished
+		case pred == "":
+			return d.grant(a, path, own, sent)
+		case !wait:
+			return driver.Hold{}, &driver.HeldError{}
+		}
+		gone, err := d.await(ctx, a.keyPath+"/"+pred, path, own)
+		if err != nil {
+			return driver.Hold{}, err
+		}
+		if gone {
+			return driver.Hold{}, errVanished
+		}
+	}
+}
+
+// await waits until the node pred (the one before ours) changes. It
+// reports whether our own node at path went meanwhile.
+func (d *zkDriver) await(ctx context.Context, pred, path string, own *existsResult) (ownGone bool, err error) {
+	r, err := call(ctx, func() (existsResult, error) {
+		ok, st, ch, err := d.conn.ExistsW(pred)
+		return existsResult{ok, st, ch, err}, err
+	})
+	if err != nil {
+		return false, d.fail("watch predecessor", err)
+	}
+	if !r.ok {
+		return false, nil
+	}
+	for {
+		select {
+		case <-r.ch:
+			return false, nil
+		case ev := <-own.ch:
+			switch {
+			case ev.Type == zk.EventNotWatching && errors.Is(ev.Err, zk.ErrClosing):
+				return false, d.fail("wait", ev.Err)
+			case ev.Type == zk.EventNodeDeleted || ev.Type == zk.EventNotWatching:
+				return true, nil
+			}
+			// Some other change to our node: watch it again.
+			n, err := call(ctx, func() (existsResult, error) {
+				ok, st, ch, err := d.conn.ExistsW(path)
+				return existsResult{ok, st, ch, err}, err
+			})
+			if err != nil {
+				return false, d.fail("watch own node", err)
+			}
+			if !n.ok {
+				return true, nil
+			}
+			own.ch = n.ch
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-d.closed:
+			return false, driver.ErrClosed
+		}
+	}
+}
+
+// grant turns our node, now the lowest, into a hold. The lease runs from
+// when the listing that showed it lowest was sent.
+func (d *zkDriver) grant(a *attempt, path string, own *existsResult, sent time.Time) (driver.Hold, error) {
+	st := own.st
+	if st.EphemeralOwner == 0 || st.EphemeralOwner != d.conn.SessionID() {
+		return driver.Hold{}, errVanished // made by a session that has ended since
+	}
+	if st.Czxid <= 0 {
+		return driver.Hold{}, fmt.Errorf("zookeeper: node %s has czxid %d", path, st.Czxid)
+	}
+	h := newHold(d, path, st, a.req.TTL, own.ch, sent)
+	return driver.Hold{Token: uint64(st.Czxid), TTL: a.req.TTL, Since: sent, Lost: h.lost, State: h}, nil
+}
+
+// leave deletes our node after a failed or refused attempt, waiting a
+// little even when ctx has ended, so that a caller that gave up leaves no
+// queue entry behind that could block the next attempt; if the delete does
+// not go through in time, the cleaner finishes it.
+func (d *zkDriver) leave(ctx context.Context, path string) {
+	if d.isClosed() {
+		return
+	}
+	wait := min(d.sessionTimeout()/2, time.Second)
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
+	defer cancel()
+	_, err := call(lctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(path, -1) })
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		d.clean.node(path, 0)
+	}
+}

@@ -1,0 +1,233 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// zkHold is a granted lock: our ephemeral node, the session that owns it,
+// and the lease the driver keeps on top of the session.
+//
+// The session alone would keep the node for as long as the process runs,
+// since go-zookeeper pings in the background. A dlock lease must end when
+// its holder stops renewing it, so the hold also has a deadline, moved by
+// every Renew: when it passes, the driver deletes the node itself, as a
+// server would expire a lease.
+type zkHold struct {
+	d    *zkDriver
+	path string // our node
+	sid  int64  // the session that owns it (its ephemeralOwner)
+	ttl  time.Duration
+	lost chan struct{} // closed when the hold ends other than by Release
+	done chan struct{} // closed when the hold ends at all
+
+	mu       sync.Mutex
+	deadline time.Time // the lease runs out here unless renewed
+	timer    *time.Timer
+	ended    bool
+	cause    error // why the hold was lost; nil if released
+}
+
+func newHold(d *zkDriver, path string, st *zk.Stat, ttl time.Duration, watch <-chan zk.Event, since time.Time) *zkHold {
+	h := &zkHold{
+		d:        d,
+		path:     path,
+		sid:      st.EphemeralOwner,
+		ttl:      ttl,
+		lost:     make(chan struct{}),
+		done:     make(chan struct{}),
+		deadline: since.Add(ttl),
+	}
+	h.mu.Lock()
+	h.timer = time.AfterFunc(time.Until(h.deadline), h.expire)
+	h.mu.Unlock()
+	d.mon.add(h, since)
+	d.wg.Add(1)
+	go h.watch(watch)
+	return h
+}
+
+// end marks the hold ended, once, and reports whether this call did it.
+// cause is nil for a release.
+func (h *zkHold) end(cause error) bool {
+	h.mu.Lock()
+	if h.ended {
+		h.mu.Unlock()
+		return false
+	}
+	h.ended = true
+	h.cause = cause
+	h.timer.Stop()
+	h.mu.Unlock()
+	close(h.done)
+	if cause != nil {
+		close(h.lost)
+	}
+	h.d.mon.remove(h)
+	return true
+}
+
+// lose ends the hold as lost. When the node may still exist (the lease ran
+// out, or the session can no longer be vouched for), the cleaner deletes
+// it, so that a lost hold never blocks the key.
+func (h *zkHold) lose(cause error, mayExist bool) {
+	if h.end(cause) && mayExist {
+		h.d.clean.node(h.path, h.sid)
+	}
+}
+
+// expire runs when the lease may have run out without a renewal.
+func (h *zkHold) expire() {
+	h.mu.Lock()
+	if h.ended {
+		h.mu.Unlock()
+		return
+	}
+	if left := time.Until(h.deadline); left > 0 { // renewed meanwhile
+		h.timer.Reset(left)
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Unlock()
+	h.lose(fmt.Errorf("lease of %v ran out without a renewal", h.ttl), true)
+}
+
+// watch follows our node's watch: its deletion, or the session's end,
+// loses the hold.
+func (h *zkHold) watch(ch <-chan zk.Event) {
+	defer h.d.wg.Done()
+	for {
+		select {
+		case <-h.done:
+			return
+		case <-h.d.closed:
+			h.lose(driver.ErrClosed, false)
+			return
+		case ev := <-ch:
+			switch ev.Type {
+			case zk.EventNodeDeleted:
+				h.lose(errors.New("node deleted"), false)
+				return
+			case zk.EventNotWatching:
+				h.lose(fmt.Errorf("session ended: %w", ev.Err), false)
+				return
+			}
+			// Some other change (an operator set data on the node): watch
+			// again.
+			ok, st, next, err := h.d.conn.ExistsW(h.path)
+			switch {
+			case err != nil:
+				h.lose(fmt.Errorf("cannot watch the node again: %w", err), true)
+				return
+			case !ok || st.EphemeralOwner != h.sid:
+				h.lose(errors.New("node deleted"), false)
+				return
+			}
+			ch = next
+		}
+	}
+}
+
+func holdOf(dh driver.Hold) (*zkHold, error) {
+	h, _ := dh.State.(*zkHold)
+	if h == nil {
+		return nil, fmt.Errorf("zookeeper: foreign hold: %w", driver.ErrNotHeld)
+	}
+	return h, nil
+}
+
+// Release deletes our node. Its path carries our GUID and sequence number,
+// so it can never be a successor's node.
+func (d *zkDriver) Release(ctx context.Context, dh driver.Hold) error {
+	h, err := holdOf(dh)
+	if err != nil {
+		return err
+	}
+	if !h.end(nil) {
+		// Lost before (and deleted then, if it still existed) or released.
+		return fmt.Errorf("zookeeper: release: %w", driver.ErrNotHeld)
+	}
+	if err := d.check(ctx); err != nil {
+		if !errors.Is(err, driver.ErrClosed) {
+			d.clean.node(h.path, h.sid)
+		}
+		return err
+	}
+	_, err = call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(h.path, -1) })
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, zk.ErrNoNode):
+		return fmt.Errorf("zookeeper: release: node already gone (session expired or node deleted): %w", driver.ErrNotHeld)
+	default:
+		d.clean.node(h.path, h.sid)
+		return d.fail("release", err)
+	}
+}
+
+// Renew checks that our node still exists and belongs to our session (a
+// cheap Exists), and moves the lease's deadline to a full TTL from when it
+// asked.
+func (d *zkDriver) Renew(ctx context.Context, dh driver.Hold) (time.Duration, error) {
+	h, err := holdOf(dh)
+	if err != nil {
+		return 0, err
+	}
+	if err := d.check(ctx); err != nil {
+		return 0, err
+	}
+	h.mu.Lock()
+	ended, cause := h.ended, h.cause
+	h.mu.Unlock()
+	if ended {
+		return 0, endedErr(cause)
+	}
+	sent := time.Now()
+	if d.conn.SessionID() != h.sid {
+		cause := errors.New("session expired")
+		h.lose(cause, true)
+		return 0, fmt.Errorf("zookeeper: renew: %w: %w", driver.ErrLockLost, cause)
+	}
+	type stat struct {
+		ok bool
+		st *zk.Stat
+	}
+	s, err := call(ctx, func() (stat, error) {
+		ok, st, err := d.conn.Exists(h.path)
+		return stat{ok, st}, err
+	})
+	if err != nil {
+		return 0, d.fail("renew", err)
+	}
+	if !s.ok || s.st.EphemeralOwner != h.sid || d.conn.SessionID() != h.sid {
+		cause := errors.New("node deleted or session expired")
+		h.lose(cause, s.ok)
+		return 0, fmt.Errorf("zookeeper: renew: %w: %w", driver.ErrLockLost, cause)
+	}
+	h.mu.Lock()
+	if h.ended {
+		cause := h.cause
+		h.mu.Unlock()
+		return 0, endedErr(cause)
+	}
+	h.deadline = sent.Add(h.ttl)
+	h.timer.Reset(time.Until(h.deadline))
+	h.mu.Unlock()
+	d.mon.confirm(h.sid, sent)
+	return h.ttl, nil
+}
+
+// endedErr is Renew's error for a hold that has ended: lost, or released.
+func endedErr(cause error) error {
+	if cause == nil {
+		return fmt.Errorf("zookeeper: renew: %w", driver.ErrNotHeld)
+	}
+	return fmt.Errorf("zookeeper: renew: %w: %w", driver.ErrLockLost, cause)
+}
