@@ -91,6 +91,9 @@ func Default() (*Launcher, error) {
 			return nil, fmt.Errorf("%s=%q: %w", PortOffsetVar, s, err)
 		}
 		ts = topology.Offset(ts, delta)
+		if err := outsideEphemeral(ts); err != nil {
+			return nil, fmt.Errorf("%s=%d: %w", PortOffsetVar, delta, err)
+		}
 	}
 	dir := os.Getenv(StateDirVar)
 	if dir == "" {
@@ -105,6 +108,25 @@ func Default() (*Launcher, error) {
 		}
 	}
 	return New(dir, ts)
+}
+
+// outsideEphemeral fails if a port of ts lies in the kernel's ephemeral
+// range, where any outgoing connection may hold it (the standard ports are
+// all below it).
+func outsideEphemeral(ts []topology.Topology) error {
+	low, high := 32768, 60999
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			low, _ = strconv.Atoi(f[0])
+			high, _ = strconv.Atoi(f[1])
+		}
+	}
+	for _, p := range topology.AllPorts(ts) {
+		if p >= low && p <= high {
+			return fmt.Errorf("port %d is in the ephemeral range %d-%d, where outgoing connections take ports; choose a smaller offset", p, low, high)
+		}
+	}
+	return nil
 }
 
 const modulePath = "github.com/dlock-go/dlock"

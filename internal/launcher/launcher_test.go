@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -37,23 +38,39 @@ func needServers(t *testing.T, envVar string, programs ...string) {
 }
 
 // private returns a topology of count nodes named name-1..name-count, each
-// with the given kinds of port, on distinct ports the kernel found free.
+// with the given kinds of port. Ports are drawn at random below the
+// kernel's ephemeral range (where an outgoing connection could take one
+// between the check and the server's start) and checked to be free.
 func private(t *testing.T, name string, kind topology.Kind, cluster bool, count int, portNames ...string) topology.Topology {
 	tp := topology.Topology{Name: name, Kind: kind, Cluster: cluster, EnvVar: "DLOCK_TEST_" + strings.ToUpper(name) + "_URL", Scheme: string(kind)}
+	used := map[int]bool{}
 	for i := 1; i <= count; i++ {
 		n := topology.Node{Name: fmt.Sprintf("%s-%d", name, i), ID: i}
 		for _, p := range append([]string{topology.Client}, portNames...) {
-			// Hold each port until all are chosen, so none is handed out twice.
-			ln, err := net.Listen("tcp", topology.Host+":0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			n.Ports = append(n.Ports, topology.Port{Name: p, Number: ln.Addr().(*net.TCPAddr).Port})
+			n.Ports = append(n.Ports, topology.Port{Name: p, Number: freePort(t, used)})
 		}
 		tp.Nodes = append(tp.Nodes, n)
 	}
 	return tp
+}
+
+func freePort(t *testing.T, used map[int]bool) int {
+	t.Helper()
+	for range 1000 {
+		p := 20000 + rand.IntN(12000)
+		if used[p] {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(topology.Host, strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		used[p] = true
+		return p
+	}
+	t.Fatal("no free port found in 20000-31999")
+	return 0
 }
 
 func newLauncher(t *testing.T, ts ...topology.Topology) *Launcher {
