@@ -29,6 +29,13 @@ var topologies = []topology{
 	{"cluster", "DLOCK_REDIS_CLUSTER_URL"},
 }
 
+// eachTopology runs fn as a subtest per topology, with its endpoint.
+func eachTopology(t *testing.T, fn func(t *testing.T, endpoint string)) {
+	for _, tp := range topologies {
+		t.Run(tp.name, func(t *testing.T) { fn(t, testenv.Endpoint(t, tp.envVar)) })
+	}
+}
+
 // withParams adds query parameters to a backend URL.
 func withParams(t testing.TB, raw string, kv ...string) string {
 	t.Helper()
@@ -56,6 +63,22 @@ func openLocker(ctx context.Context, raw string, opts ...dlock.Option) (dlock.Lo
 		return nil, err
 	}
 	return lockerOver(d, opts)
+}
+
+// openMutex opens a Locker on raw (closed when the test ends) and returns
+// a Mutex on key from it.
+func openMutex(ctx context.Context, t testing.TB, raw, key string, opts ...dlock.Option) dlock.Mutex {
+	t.Helper()
+	l, err := openLocker(ctx, raw, opts...)
+	if err != nil {
+		t.Fatalf("open %s: %v", raw, err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	m, err := l.NewMutex(key)
+	if err != nil {
+		t.Fatalf("NewMutex(%q): %v", key, err)
+	}
+	return m
 }
 
 // adminClient is a separate client for looking at and breaking locks from
@@ -109,11 +132,7 @@ func harness(t testing.TB, endpoint string) conformance.Harness {
 }
 
 func TestConformance(t *testing.T) {
-	for _, tp := range topologies {
-		t.Run(tp.name, func(t *testing.T) {
-			conformance.Run(t, harness(t, testenv.Endpoint(t, tp.envVar)))
-		})
-	}
+	eachTopology(t, func(t *testing.T, endpoint string) { conformance.Run(t, harness(t, endpoint)) })
 }
 
 func BenchmarkConformance(b *testing.B) {

@@ -1,0 +1,71 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// A holder whose key expired and was taken by another client can neither
+// release nor renew the new holder's lock. This goes to the driver
+// directly: dlock's own bookkeeping would refuse the stale renew before it
+// reached Redis.
+func TestExpiredHolderCannotTouchSuccessor(t *testing.T) {
+	eachTopology(t, func(t *testing.T, endpoint string) {
+		raw := withParams(t, endpoint, "prefix", testPrefix)
+		u, _ := url.Parse(raw)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		d1, err := openDriver(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d1.Close()
+		d2, err := openDriver(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d2.Close()
+		admin := adminClient(t, raw)
+		key := "expired/" + t.Name() + "/" + time.Now().Format(time.RFC3339Nano)
+		lockKey := LockKey(testPrefix, key)
+
+		old, err := d1.TryAcquire(ctx, driver.Request{Key: key, TTL: 100 * time.Millisecond, Owner: "old-owner-0123456789abcdef012345"})
+		if err != nil {
+			t.Fatalf("TryAcquire: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		next, err := d2.TryAcquire(ctx, driver.Request{Key: key, TTL: 30 * time.Second, Owner: "new-owner-0123456789abcdef012345"})
+		if err != nil {
+			t.Fatalf("TryAcquire after expiry: %v", err)
+		}
+		if next.Token <= old.Token {
+			t.Fatalf("token %d after the takeover; want > %d", next.Token, old.Token)
+		}
+		if _, err := d1.Renew(ctx, old); !errors.Is(err, driver.ErrNotHeld) {
+			t.Fatalf("Renew by the expired holder: %v; want ErrNotHeld", err)
+		}
+		if err := d1.Release(ctx, old); !errors.Is(err, driver.ErrNotHeld) {
+			t.Fatalf("Release by the expired holder: %v; want ErrNotHeld", err)
+		}
+		if v := admin.Get(ctx, lockKey).Val(); v != "new-owner-0123456789abcdef012345" {
+			t.Fatalf("lock value %q; want the new holder's", v)
+		}
+		if pttl := admin.PTTL(ctx, lockKey).Val(); pttl <= 20*time.Second || pttl > 30*time.Second {
+			t.Fatalf("new holder's PTTL %v; want its own lease, untouched", pttl)
+		}
+		if _, err := d2.Renew(ctx, next); err != nil {
+			t.Fatalf("Renew by the new holder: %v", err)
+		}
+		if err := d2.Release(ctx, next); err != nil {
+			t.Fatalf("Release by the new holder: %v", err)
+		}
+		if n := admin.Exists(ctx, lockKey).Val(); n != 0 {
+			t.Fatal("lock key left after the new holder's release")
+		}
+	})
+}

@@ -1,0 +1,116 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock/internal/testenv"
+)
+
+// tempServer is a redis-server this test started, on a free loopback port
+// in a temporary directory, so that it can be restarted or reconfigured
+// without touching the shared test servers.
+type tempServer struct {
+	t    testing.TB
+	bin  string
+	dir  string
+	port int
+	args []string
+	cmd  *exec.Cmd
+}
+
+// startTempServer starts redis-server without persistence, plus args. A
+// missing redis-server skips the test, or fails it when the Redis backend
+// is required (make test).
+func startTempServer(t testing.TB, args ...string) *tempServer {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if testenv.Required("DLOCK_REDIS_URL") {
+			t.Fatalf("redis-server not found in PATH: %v", err)
+		}
+		t.Skipf("redis-server not found in PATH: %v", err)
+	}
+	s := &tempServer{t: t, bin: bin, dir: t.TempDir(), port: freePort(t), args: args}
+	s.start()
+	t.Cleanup(s.stop)
+	return s
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func (s *tempServer) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+func (s *tempServer) url() string  { return "redis://" + s.addr() }
+
+func (s *tempServer) start() {
+	s.t.Helper()
+	args := append([]string{
+		"--bind", "127.0.0.1", "--port", strconv.Itoa(s.port), "--dir", s.dir,
+		"--save", "", "--appendonly", "no", "--daemonize", "no",
+		"--logfile", filepath.Join(s.dir, "redis.log"),
+	}, s.args...)
+	s.cmd = exec.Command(s.bin, args...)
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatalf("starting redis-server: %v", err)
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: s.addr(), MaxRetries: -1, DialerRetries: 1})
+	defer c.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+			s.stop()
+			s.t.Fatalf("redis-server on %s not ready: %v\n%s", s.addr(), err, log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop kills the server (as a crash would: nothing is saved) and waits
+// for it to exit.
+func (s *tempServer) stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
+func (s *tempServer) restart() {
+	s.t.Helper()
+	s.stop()
+	s.start()
+}
+
+// client returns a plain client of the server, closed when the test ends.
+func (s *tempServer) client() *goredis.Client {
+	c := goredis.NewClient(&goredis.Options{Addr: s.addr()})
+	s.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func (s *tempServer) String() string { return fmt.Sprintf("redis-server %s", s.addr()) }
