@@ -18,9 +18,10 @@ type cleaner struct {
 	d    *zkDriver
 	kick chan struct{}
 
-	mu    sync.Mutex
-	nodes map[string]int64     // node path -> owning session, 0 if unknown
-	guids map[guidRef]struct{} // creates whose outcome is unknown
+	mu       sync.Mutex
+	nodes    map[string]int64     // node path -> owning session, 0 if unknown
+	guids    map[guidRef]struct{} // creates whose outcome is unknown
+	inflight int                  // abandoned creates still waiting for a reply
 }
 
 type guidRef struct{ keyPath, guid string }
@@ -55,6 +56,9 @@ func (c *cleaner) guid(keyPath, guid string) {
 // abandoned takes over a create whose caller stopped waiting: whatever it
 // made is deleted once its outcome is known.
 func (c *cleaner) abandoned(keyPath, guid string, res <-chan createResult) {
+	c.mu.Lock()
+	c.inflight++
+	c.mu.Unlock()
 	c.d.wg.Add(1)
 	go func() {
 		defer c.d.wg.Done()
@@ -65,6 +69,9 @@ func (c *cleaner) abandoned(keyPath, guid string, res <-chan createResult) {
 		case ambiguous(r.err):
 			c.guid(keyPath, guid)
 		}
+		c.mu.Lock()
+		c.inflight--
+		c.mu.Unlock()
 	}()
 }
 
@@ -74,10 +81,11 @@ func ambiguous(err error) bool {
 	return errors.Is(err, zk.ErrConnectionClosed)
 }
 
+// pending reports whether anything is left to clean up, or may be.
 func (c *cleaner) pending() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.nodes)+len(c.guids) > 0
+	return len(c.nodes)+len(c.guids)+c.inflight > 0
 }
 
 func (c *cleaner) run() {
@@ -86,7 +94,7 @@ func (c *cleaner) run() {
 	defer retry.Stop()
 	for {
 		var rc <-chan time.Time
-		if c.pending() {
+		if c.queued() {
 			retry.Reset(min(max(c.d.sessionTimeout()/10, 50*time.Millisecond), time.Second))
 			rc = retry.C
 		}
@@ -99,6 +107,13 @@ func (c *cleaner) run() {
 		retry.Stop()
 		c.pass()
 	}
+}
+
+// queued reports whether deletions wait for a retry.
+func (c *cleaner) queued() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.nodes)+len(c.guids) > 0
 }
 
 // pass tries every pending deletion once.
