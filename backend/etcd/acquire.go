@@ -1,0 +1,261 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// TryAcquire takes req.Key only if its queue is empty. The put is
+// conditional on the whole queue prefix having no key, so a failed attempt
+// writes nothing at all: there is no queue entry to remove, and a TryLock
+// never jumps ahead of queued waiters.
+func (d *drv) TryAcquire(ctx context.Context, req driver.Request) (driver.Hold, error) {
+	if err := d.enter(ctx); err != nil {
+		return driver.Hold{}, err
+	}
+	defer d.leave()
+	q := d.queue(req.Key)
+	me := q + req.Owner
+	for retried := false; ; retried = true {
+		l, err := d.leases.get(ctx, req.TTL)
+		if err != nil {
+			return driver.Hold{}, mapErr(ctx, err)
+		}
+		resp, err := d.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(q), "=", 0).WithPrefix()).
+			Then(clientv3.OpPut(me, "", clientv3.WithLease(l.id))).
+			Commit()
+		if leaseGone(err) && !retried {
+			continue // an idle lease expired or was revoked: nothing was written
+		}
+		if err != nil {
+			d.undo(ctx, l)
+			return driver.Hold{}, mapErr(ctx, err)
+		}
+		if !resp.Succeeded {
+			d.leases.put(l)
+			return driver.Hold{}, &driver.HeldError{}
+		}
+		return d.granted(d.newHold(q, me, resp.Header.Revision, l), keyWatch{}), nil
+	}
+}
+
+// Acquire queues for req.Key and blocks until every earlier entry of the
+// queue is gone. Each waiter watches only its predecessor: no herd.
+func (d *drv) Acquire(ctx context.Context, req driver.Request) (driver.Hold, error) {
+	if err := d.enter(ctx); err != nil {
+		return driver.Hold{}, err
+	}
+	defer d.leave()
+	h, pred, err := d.enqueue(ctx, req)
+	if err != nil {
+		return driver.Hold{}, err
+	}
+	if pred == "" {
+		return d.granted(h, keyWatch{}), nil
+	}
+	own, err := d.wait(ctx, h, pred)
+	if err != nil {
+		d.abandon(ctx, h, err)
+		return driver.Hold{}, err
+	}
+	return d.granted(h, own), nil
+}
+
+// enqueue adds the caller's entry to key's queue, reading in the same
+// transaction the entry created last before it: its predecessor, or "" when
+// the queue was empty and the lock is held.
+func (d *drv) enqueue(ctx context.Context, req driver.Request) (*hold, string, error) {
+	q := d.queue(req.Key)
+	me := q + req.Owner
+	for retried := false; ; retried = true {
+		l, err := d.leases.get(ctx, req.TTL)
+		if err != nil {
+			return nil, "", mapErr(ctx, err)
+		}
+		resp, err := d.cli.Txn(ctx).
+			Then(clientv3.OpGet(q, append(clientv3.WithLastCreate(), clientv3.WithKeysOnly())...),
+				clientv3.OpPut(me, "", clientv3.WithLease(l.id))).
+			Commit()
+		if leaseGone(err) && !retried {
+			continue
+		}
+		if err != nil {
+			d.undo(ctx, l)
+			return nil, "", mapErr(ctx, err)
+		}
+		h := d.newHold(q, me, resp.Header.Revision, l)
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			return h, string(kvs[0].Key), nil
+		}
+		return h, "", nil
+	}
+}
+
+// errQueuedLost is returned when a waiter's own entry vanished while it
+// waited: its lease expired (the client could not reach the cluster for a
+// whole TTL) or was revoked, or someone deleted the entry.
+var errQueuedLost = fmt.Errorf("etcd: queue entry deleted while waiting (lease expired or revoked): %w", driver.ErrLockLost)
+
+// wait blocks until h's entry is the oldest of its queue. It watches the
+// entry created just before h's (pred), from the current revision so the
+// watch is synced and sees a deletion at once, then re-reads the queue, so a
+// deletion that happened before the watch existed is not missed either. It
+// keeps h's lease alive meanwhile, and also watches h's own entry: the
+// returned watch becomes the hold's loss watch.
+func (d *drv) wait(ctx context.Context, h *hold, pred string) (own keyWatch, err error) {
+	var pw keyWatch // on pred
+	defer func() {
+		pw.stop()
+		if err != nil {
+			own.stop()
+		}
+	}()
+	ka := time.NewTimer(keepAliveDelay(h.lease))
+	defer ka.Stop()
+	needOwn, needPred := true, true
+	for {
+		if needOwn {
+			own.stop()
+			own = d.watchDelete(h.ctx, h.key, clientv3.WithCreatedNotify())
+			if err := d.created(ctx, own); err != nil {
+				return own, err
+			}
+			needOwn = false
+		}
+		if needPred {
+			pw.stop()
+			pw = d.watchDelete(h.ctx, pred, clientv3.WithCreatedNotify())
+			if err := d.created(ctx, pw); err != nil {
+				return own, err
+			}
+			needPred = false
+		}
+		// Both watches run: re-read own entry and predecessor.
+		resp, err := d.cli.Txn(ctx).Then(
+			clientv3.OpGet(h.key, clientv3.WithKeysOnly()),
+			clientv3.OpGet(h.queue, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(h.rev-1), clientv3.WithKeysOnly())...),
+		).Commit()
+		if err != nil {
+			return own, mapErr(ctx, err)
+		}
+		mine := resp.Responses[0].GetResponseRange().Kvs
+		if len(mine) == 0 || mine[0].CreateRevision != h.rev {
+			return own, errQueuedLost
+		}
+		before := resp.Responses[1].GetResponseRange().Kvs
+		if len(before) == 0 {
+			return own, nil
+		}
+		if k := string(before[0].Key); k != pred || pw.ch == nil {
+			pred, needPred = k, true
+			continue
+		}
+	waiting:
+		for {
+			select {
+			case wr, ok := <-pw.ch:
+				if !ok || wr.Err() != nil {
+					needPred = true
+					break waiting
+				}
+				if hasDelete(wr) {
+					pw.stop() // gone: re-read who is first now
+					break waiting
+				}
+			case wr, ok := <-own.ch:
+				if !ok || wr.Err() != nil {
+					if d.isDone() {
+						return own, driver.ErrClosed
+					}
+					needOwn = true
+					break waiting
+				}
+				if hasDelete(wr) {
+					return own, errQueuedLost
+				}
+			case <-ka.C:
+				kctx, cancel := context.WithTimeout(ctx, max(h.ttl()/3, time.Second))
+				err := d.leases.keepAlive(kctx, h.lease)
+				cancel()
+				switch {
+				case err == nil:
+					ka.Reset(keepAliveDelay(h.lease))
+				case leaseGone(err):
+					return own, errQueuedLost
+				case ctx.Err() != nil:
+					return own, ctx.Err()
+				default: // transient: the own-entry watch tells if it expires
+					ka.Reset(max(h.ttl()/20, 50*time.Millisecond))
+				}
+			case <-ctx.Done():
+				return own, ctx.Err()
+			case <-d.closed:
+				return own, driver.ErrClosed
+			}
+		}
+	}
+}
+
+// keepAliveDelay is how long until l should be kept alive: a third of its
+// TTL after its last extension.
+func keepAliveDelay(l *lease) time.Duration {
+	since, ttl := l.state()
+	return max(time.Until(since.Add(ttl/3)), 0)
+}
+
+// abandon removes a waiter's entry after its wait failed. The caller's
+// context may have ended, so this uses a fresh one. The delete is guarded
+// by the entry's create revision.
+func (d *drv) abandon(ctx context.Context, h *hold, cause error) {
+	h.cancel()
+	if errors.Is(cause, driver.ErrLockLost) {
+		return // the entry is gone, and so probably is the lease
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	_, err := d.cli.Txn(cctx).
+		If(clientv3.Compare(clientv3.CreateRevision(h.key), "=", h.rev)).
+		Then(clientv3.OpDelete(h.key)).
+		Commit()
+	if err != nil {
+		_ = d.leases.revoke(cctx, h.lease)
+		return
+	}
+	d.leases.put(h.lease)
+}
+
+// undo cleans up after an acquire transaction whose outcome is unknown: it
+// may have created the entry. Revoking the lease deletes whatever was
+// attached to it. Best effort, with a fresh context.
+func (d *drv) undo(ctx context.Context, l *lease) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	_ = d.leases.revoke(cctx, l)
+}
+
+// isDone reports whether the driver is closing.
+func (d *drv) isDone() bool {
+	select {
+	case <-d.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+func hasDelete(wr clientv3.WatchResponse) bool {
+	for _, ev := range wr.Events {
+		if ev.Type == mvccpb.DELETE {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,192 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// Scheme is the URL scheme this package registers.
+const Scheme = "etcd"
+
+// DefaultPrefix is the key prefix used when none is given.
+const DefaultPrefix = "dlock/"
+
+// MinTTL is the shortest lease etcd 3.4 grants with its default election
+// timeout: it raises shorter leases to ceil(1.5 * election timeout) = 2s
+// without telling the client, so dlock refuses them when a Mutex is made.
+const MinTTL = 2 * time.Second
+
+// DefaultDialTimeout bounds how long Open waits for the cluster to answer.
+const DefaultDialTimeout = 5 * time.Second
+
+// cleanupTimeout bounds the best-effort cleanup done with a fresh context
+// after the caller's ended (a waiter's queue entry, an ambiguous acquire).
+const cleanupTimeout = 2 * time.Second
+
+func init() { dlock.Register(Scheme, open) }
+
+// New returns a Locker that keeps its locks in the etcd cluster cli talks
+// to, under prefix ("" means DefaultPrefix; a "/" is appended if missing).
+// cli stays the caller's: closing the Locker does not close it. The options
+// set the defaults of every Mutex made from the Locker.
+func New(cli *clientv3.Client, prefix string, opts ...dlock.Option) (dlock.Locker, error) {
+	if cli == nil {
+		return nil, errors.New("etcd: New with a nil client")
+	}
+	return dlock.NewLocker(newDriver(cli, prefix, false), opts...)
+}
+
+// open is the OpenFunc for etcd:// URLs.
+func open(ctx context.Context, u *url.URL) (driver.Locker, error) {
+	cfg, prefix, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, driver.Unavailable(err)
+	}
+	// clientv3.New does not wait for a connection; one read of the
+	// namespace does, and also checks credentials and quorum.
+	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	if _, err := cli.Get(pctx, prefix, clientv3.WithKeysOnly()); err != nil {
+		_ = cli.Close()
+		if ctx.Err() == nil && pctx.Err() != nil {
+			err = fmt.Errorf("no answer within dial_timeout %v: %w", cfg.DialTimeout, err)
+		}
+		if e := mapErr(context.Background(), err); errors.Is(e, driver.ErrUnavailable) {
+			return nil, fmt.Errorf("%w: etcd %s: %w", driver.ErrUnavailable, strings.Join(cfg.Endpoints, ","), err)
+		} else {
+			return nil, e
+		}
+	}
+	return newDriver(cli, prefix, true), nil
+}
+
+// parseURL reads etcd://[user:password@]host:port[,host:port...][/prefix][?params].
+func parseURL(u *url.URL) (clientv3.Config, string, error) {
+	var cfg clientv3.Config
+	if u.Opaque != "" {
+		return cfg, "", fmt.Errorf("%w: etcd URL must be etcd://host:port[,host:port...]/prefix, got opaque %q", driver.ErrInvalidURL, u.Opaque)
+	}
+	if u.Fragment != "" {
+		return cfg, "", fmt.Errorf("%w: etcd URL has a fragment %q", driver.ErrInvalidURL, u.Fragment)
+	}
+	hosts, err := driver.Hosts(u, "2379")
+	if err != nil {
+		return cfg, "", err
+	}
+	p := driver.NewParams(u)
+	dial := p.Duration("dial_timeout", DefaultDialTimeout)
+	if err := p.Done(); err != nil {
+		return cfg, "", err
+	}
+	if dial <= 0 {
+		return cfg, "", fmt.Errorf("%w: dial_timeout must be positive, got %v", driver.ErrInvalidURL, dial)
+	}
+	cfg = clientv3.Config{
+		Endpoints:   hosts,
+		DialTimeout: dial,
+		Logger:      zap.NewNop(),
+	}
+	if u.User != nil {
+		cfg.Username = u.User.Username()
+		cfg.Password, _ = u.User.Password()
+		if cfg.Username == "" {
+			return cfg, "", fmt.Errorf("%w: etcd URL has credentials without a user name", driver.ErrInvalidURL)
+		}
+	}
+	return cfg, normPrefix(strings.TrimPrefix(u.Path, "/")), nil
+}
+
+// drv is the driver: one etcd client and the Locker's lease pool.
+type drv struct {
+	cli    *clientv3.Client
+	owned  bool // Close closes cli
+	prefix string
+	leases *leasePool
+
+	ctx    context.Context // cancelled by Close: ends every watch
+	cancel context.CancelFunc
+	closed chan struct{}
+
+	mu       sync.Mutex
+	isClosed bool
+	calls    sync.WaitGroup // running TryAcquire and Acquire calls
+	watchers sync.WaitGroup // loss watchers of holds
+}
+
+var (
+	_ driver.Locker   = (*drv)(nil)
+	_ driver.Acquirer = (*drv)(nil)
+	_ driver.Limiter  = (*drv)(nil)
+)
+
+func newDriver(cli *clientv3.Client, prefix string, owned bool) *drv {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &drv{
+		cli:    cli,
+		owned:  owned,
+		prefix: normPrefix(prefix),
+		leases: newLeasePool(cli),
+		ctx:    ctx,
+		cancel: cancel,
+		closed: make(chan struct{}),
+	}
+}
+
+// Limits reports etcd's lease bounds: whole seconds from MinTTL up.
+func (d *drv) Limits() driver.Limits { return driver.Limits{MinTTL: MinTTL} }
+
+// enter registers a call that Close must wait for; it fails once the
+// driver is closed or ctx has ended.
+func (d *drv) enter(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.isClosed {
+		return driver.ErrClosed
+	}
+	d.calls.Add(1)
+	return nil
+}
+
+func (d *drv) leave() { d.calls.Done() }
+
+// Close stops waiters (they remove their queue entries first), revokes the
+// idle leases and, when the driver made the client, closes it.
+func (d *drv) Close() error {
+	d.mu.Lock()
+	if d.isClosed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.isClosed = true
+	close(d.closed)
+	d.mu.Unlock()
+
+	d.calls.Wait() // waiters see closed and remove their queue entries
+	d.cancel()     // ends the loss watchers of holds not released
+	d.watchers.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	d.leases.drain(ctx)
+	cancel()
+	if d.owned {
+		return d.cli.Close()
+	}
+	return nil
+}

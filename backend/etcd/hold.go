@@ -1,0 +1,197 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// hold is one queue entry: a waiter's, then a holder's.
+type hold struct {
+	queue string // the key's queue prefix
+	key   string // the entry: queue + owner
+	rev   int64  // its create revision: the fencing token
+	lease *lease
+
+	ctx    context.Context // ends the entry's watches
+	cancel context.CancelFunc
+
+	lost     chan struct{}
+	lostOnce sync.Once
+}
+
+func (d *drv) newHold(queue, key string, rev int64, l *lease) *hold {
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(d.ctx))
+	return &hold{queue: queue, key: key, rev: rev, lease: l, ctx: ctx, cancel: cancel, lost: make(chan struct{})}
+}
+
+func (h *hold) ttl() time.Duration {
+	_, ttl := h.lease.state()
+	return ttl
+}
+
+func (h *hold) markLost() { h.lostOnce.Do(func() { close(h.lost) }) }
+
+// granted turns h into a driver.Hold and starts watching its entry for
+// deletion: lease expiry or revocation deletes it. own is the watch set up
+// while waiting, if any. Since is the send time of the grant or keepalive
+// that last extended the lease, which may predate a long wait.
+func (d *drv) granted(h *hold, own keyWatch) driver.Hold {
+	if own.ch == nil {
+		own = d.watchDelete(h.ctx, h.key, clientv3.WithRev(h.rev+1))
+	}
+	d.watchers.Add(1)
+	go d.watchLost(h, own)
+	since, ttl := h.lease.state()
+	return driver.Hold{Token: uint64(h.rev), TTL: ttl, Since: since, Lost: h.lost, State: h}
+}
+
+// watchLost closes h.lost when h's entry is deleted by anyone but Release.
+// A broken watch is re-established after checking the entry still exists.
+func (d *drv) watchLost(h *hold, w keyWatch) {
+	defer d.watchers.Done()
+	defer func() { w.stop() }()
+	for {
+		select {
+		case wr, ok := <-w.ch:
+			if ok && wr.Err() == nil {
+				if hasDelete(wr) {
+					h.markLost()
+					return
+				}
+				continue
+			}
+			w.stop()
+			var alive bool
+			if w, alive = d.rewatch(h); !alive {
+				return
+			}
+		case <-h.ctx.Done():
+			return
+		}
+	}
+}
+
+// rewatch checks that h's entry still exists and watches it again from the
+// revision of that read. It retries until the read answers or h ends.
+func (d *drv) rewatch(h *hold) (keyWatch, bool) {
+	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		if h.ctx.Err() != nil {
+			return keyWatch{}, false
+		}
+		ctx, cancel := context.WithTimeout(h.ctx, max(h.ttl()/3, time.Second))
+		resp, err := d.cli.Get(ctx, h.key, clientv3.WithKeysOnly())
+		cancel()
+		if err == nil {
+			if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev {
+				h.markLost()
+				return keyWatch{}, false
+			}
+			return d.watchDelete(h.ctx, h.key, clientv3.WithRev(resp.Header.Revision+1)), true
+		}
+		select {
+		case <-time.After(backoff):
+		case <-h.ctx.Done():
+		}
+	}
+}
+
+// Release deletes h's entry if its create revision is still h's, so that a
+// stale or retried release never deletes a later entry. The lease, which
+// then carries no key, goes back to the pool.
+func (d *drv) Release(ctx context.Context, dh driver.Hold) error {
+	h, ok := dh.State.(*hold)
+	if !ok || h == nil {
+		return fmt.Errorf("etcd: foreign hold: %w", driver.ErrNotHeld)
+	}
+	h.cancel()
+	if err := d.enter(ctx); err != nil {
+		return err
+	}
+	defer d.leave()
+	resp, err := d.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(h.key), "=", h.rev)).
+		Then(clientv3.OpDelete(h.key)).
+		Commit()
+	if err != nil {
+		d.undo(ctx, h.lease)
+		return mapErr(ctx, err)
+	}
+	d.leases.put(h.lease)
+	if !resp.Succeeded {
+		return fmt.Errorf("etcd: lock entry already gone: %w", driver.ErrNotHeld)
+	}
+	return nil
+}
+
+// Renew keeps h's lease alive once and checks that h's entry still exists.
+func (d *drv) Renew(ctx context.Context, dh driver.Hold) (time.Duration, error) {
+	h, ok := dh.State.(*hold)
+	if !ok || h == nil {
+		return 0, fmt.Errorf("etcd: foreign hold: %w", driver.ErrNotHeld)
+	}
+	if err := d.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer d.leave()
+	if err := d.leases.keepAlive(ctx, h.lease); err != nil {
+		return 0, mapErr(ctx, err)
+	}
+	resp, err := d.cli.Get(ctx, h.key, clientv3.WithKeysOnly())
+	if err != nil {
+		return 0, mapErr(ctx, err)
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev {
+		return 0, fmt.Errorf("etcd: lock entry deleted: %w", driver.ErrLockLost)
+	}
+	return h.ttl(), nil
+}
+
+// keyWatch watches one key for its deletion (puts are filtered out).
+type keyWatch struct {
+	ch     clientv3.WatchChan
+	cancel context.CancelFunc
+}
+
+func (d *drv) watchDelete(parent context.Context, key string, opts ...clientv3.OpOption) keyWatch {
+	ctx, cancel := context.WithCancel(parent)
+	opts = append(opts, clientv3.WithFilterPut())
+	return keyWatch{ch: d.cli.Watch(ctx, key, opts...), cancel: cancel}
+}
+
+// stop cancels the watch; a stopped keyWatch has a nil channel.
+func (w *keyWatch) stop() {
+	if w.cancel != nil {
+		w.cancel()
+	}
+	*w = keyWatch{}
+}
+
+// created waits for the creation notice of a watch made with
+// WithCreatedNotify: from then on it reports every change.
+func (d *drv) created(ctx context.Context, w keyWatch) error {
+	select {
+	case wr, ok := <-w.ch:
+		switch {
+		case !ok:
+			if d.isDone() {
+				return driver.ErrClosed
+			}
+			return driver.Unavailable(errWatchBroken)
+		case wr.Err() != nil:
+			return mapErr(ctx, wr.Err())
+		case !wr.Created:
+			return driver.Unavailable(fmt.Errorf("etcd: watch answered before its creation notice"))
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-d.closed:
+		return driver.ErrClosed
+	}
+}

@@ -1,0 +1,160 @@
+package etcd
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// maxIdle bounds the idle leases a Locker keeps per TTL. Leases beyond it
+// carry no keys and are left to expire on the server.
+const maxIdle = 16
+
+// lease is one etcd lease. It backs at most one queue entry at a time: a
+// hold, a waiter, or nothing while it sits in the pool.
+type lease struct {
+	id   clientv3.LeaseID
+	want int64 // the TTL asked for, in seconds: the pool bucket
+
+	mu    sync.Mutex
+	ttl   time.Duration // as granted by the server
+	since time.Time     // send time of the last grant or keepalive that succeeded
+}
+
+// state returns when the lease's current term began and how long it runs.
+func (l *lease) state() (since time.Time, ttl time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.since, l.ttl
+}
+
+// extended records a successful keepalive sent at sent.
+func (l *lease) extended(sent time.Time, ttlSeconds int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if sent.After(l.since) {
+		l.since = sent
+	}
+	l.ttl = time.Duration(ttlSeconds) * time.Second
+}
+
+// leasePool hands out leases for new queue entries, reusing those of
+// entries that were released. A reused lease keeps its clock: the hold it
+// backs reports the send time of the grant or keepalive that last extended
+// it, so its validity window is exact, only shorter than a fresh one.
+type leasePool struct {
+	cli *clientv3.Client
+
+	mu   sync.Mutex
+	idle map[int64][]*lease
+}
+
+func newLeasePool(cli *clientv3.Client) *leasePool {
+	return &leasePool{cli: cli, idle: map[int64][]*lease{}}
+}
+
+// seconds rounds a TTL up to whole seconds, as etcd leases are.
+func seconds(ttl time.Duration) int64 {
+	return int64((ttl + time.Second - 1) / time.Second)
+}
+
+// get returns a lease of ttl (rounded up to whole seconds). An idle lease
+// whose renewal is not due yet (less than a third of its TTL used) is used
+// as is; one less than two thirds used is kept alive first, which costs a
+// round trip but no consensus write; older ones are dropped and a new lease
+// is granted.
+func (p *leasePool) get(ctx context.Context, ttl time.Duration) (*lease, error) {
+	want := seconds(ttl)
+	for {
+		l := p.pop(want)
+		if l == nil {
+			break
+		}
+		since, lt := l.state()
+		age := time.Since(since)
+		if age < lt/3 {
+			return l, nil
+		}
+		if age < lt*2/3 {
+			if err := p.keepAlive(ctx, l); err == nil {
+				return l, nil
+			} else if ctx.Err() != nil {
+				return nil, err
+			}
+		}
+	}
+	sent := time.Now()
+	r, err := p.cli.Grant(ctx, want)
+	if err != nil {
+		return nil, err
+	}
+	return &lease{id: r.ID, want: want, ttl: time.Duration(r.TTL) * time.Second, since: sent}, nil
+}
+
+func (p *leasePool) pop(want int64) *lease {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.idle[want]
+	if len(s) == 0 {
+		return nil
+	}
+	l := s[len(s)-1]
+	s[len(s)-1] = nil
+	p.idle[want] = s[:len(s)-1]
+	return l
+}
+
+// put returns a lease that no longer carries any key to the pool.
+func (p *leasePool) put(l *lease) {
+	since, lt := l.state()
+	if time.Since(since) >= lt*2/3 {
+		return // about to expire: not worth keeping
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.idle[l.want]) < maxIdle {
+		p.idle[l.want] = append(p.idle[l.want], l)
+	}
+}
+
+// keepAlive extends l once, recording the send time.
+func (p *leasePool) keepAlive(ctx context.Context, l *lease) error {
+	sent := time.Now()
+	r, err := p.cli.KeepAliveOnce(ctx, l.id)
+	if err != nil {
+		return err
+	}
+	l.extended(sent, r.TTL)
+	return nil
+}
+
+// revoke ends l on the server, deleting any key attached to it.
+func (p *leasePool) revoke(ctx context.Context, l *lease) error {
+	_, err := p.cli.Revoke(ctx, l.id)
+	if leaseGone(err) {
+		return nil
+	}
+	return err
+}
+
+// drain revokes every idle lease.
+func (p *leasePool) drain(ctx context.Context) {
+	p.mu.Lock()
+	var all []*lease
+	for _, s := range p.idle {
+		all = append(all, s...)
+	}
+	p.idle = map[int64][]*lease{}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, l := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = p.revoke(ctx, l)
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,189 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend/etcd"
+)
+
+// waitQueue waits until key's queue has n entries.
+func (e *env) waitQueue(t *testing.T, key string, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := e.queueLen(ctxFor(t, 5*time.Second), key)
+		if err != nil {
+			t.Fatalf("queueLen: %v", err)
+		}
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue of %q has %d entries; want %d", key, got, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// lockAsync starts m.Lock(ctx) and returns where its result arrives.
+func lockAsync(ctx context.Context, m dlock.Mutex) <-chan error {
+	c := make(chan error, 1)
+	go func() { c <- m.Lock(ctx) }()
+	return c
+}
+
+// Waiters from different Lockers are served in the order they queued.
+func TestFIFO(t *testing.T) {
+	e := newEnv(t, "DLOCK_ETCD_URL")
+	ctx := ctxFor(t, time.Minute)
+	const key, n = "fifo", 4
+	holder, _ := e.mustLocker(t).NewMutex(key)
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	order := make(chan int, n)
+	ms := make([]dlock.Mutex, n)
+	for i := range ms {
+		ms[i], _ = e.mustLocker(t).NewMutex(key)
+		go func() {
+			if err := ms[i].Lock(ctx); err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+				order <- -1
+				return
+			}
+			order <- i
+			_ = ms[i].Unlock(ctx)
+		}()
+		e.waitQueue(t, key, int64(i+2))
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	for want := 0; want < n; want++ {
+		if got := <-order; got != want {
+			t.Fatalf("waiter %d got the lock in place %d", got, want)
+		}
+	}
+}
+
+// A failed TryLock writes nothing; a waiter whose context ends removes its
+// entry; a waiter behind one that left follows the new predecessor.
+func TestQueueCleanup(t *testing.T) {
+	e := newEnv(t, "DLOCK_ETCD_URL")
+	ctx := ctxFor(t, time.Minute)
+	const key = "cleanup"
+	holder, _ := e.mustLocker(t).NewMutex(key)
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	try, _ := e.mustLocker(t).NewMutex(key)
+	if err := try.TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryLock on a held key: %v; want ErrNotAcquired", err)
+	}
+	e.waitQueue(t, key, 1)
+
+	// Waiter A queues behind the holder, B behind A; A gives up.
+	actx, acancel := context.WithCancel(ctx)
+	a, _ := e.mustLocker(t).NewMutex(key)
+	aErr := lockAsync(actx, a)
+	e.waitQueue(t, key, 2)
+	b, _ := e.mustLocker(t).NewMutex(key)
+	bErr := lockAsync(ctx, b)
+	e.waitQueue(t, key, 3)
+	acancel()
+	if err := <-aErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled waiter: %v; want context.Canceled", err)
+	}
+	e.waitQueue(t, key, 2) // A's entry is gone
+	select {
+	case err := <-bErr:
+		t.Fatalf("B returned while the holder still holds: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	if err := <-bErr; err != nil {
+		t.Fatalf("B after the holder left: %v", err)
+	}
+	if err := b.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	e.waitQueue(t, key, 0)
+}
+
+// A waiter is kept alive while it waits longer than its TTL, and one whose
+// lease is revoked while queued stops with ErrLockLost instead of waiting
+// forever (etcd issue 19597).
+func TestWaiterLease(t *testing.T) {
+	e := newEnv(t, "DLOCK_ETCD_URL")
+	ctx := ctxFor(t, time.Minute)
+	const key = "waiter-lease"
+	holder, _ := e.mustLocker(t).NewMutex(key)
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	patient, _ := e.mustLocker(t).NewMutex(key, dlock.WithTTL(etcd.MinTTL))
+	pErr := lockAsync(ctx, patient)
+	e.waitQueue(t, key, 2)
+	doomed, _ := e.mustLocker(t).NewMutex(key, dlock.WithTTL(etcd.MinTTL))
+	dErr := lockAsync(ctx, doomed)
+	e.waitQueue(t, key, 3)
+
+	time.Sleep(3 * etcd.MinTTL) // well past the waiters' TTL
+	resp, err := e.admin.Get(ctx, etcd.QueuePrefix(e.prefix, key), clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil || len(resp.Kvs) != 3 {
+		t.Fatalf("queue after 3*TTL: %v %v; want 3 entries (waiters kept alive)", resp, err)
+	}
+	if _, err := e.admin.Revoke(ctx, clientv3.LeaseID(resp.Kvs[2].Lease)); err != nil {
+		t.Fatalf("Revoke: %v", err)
+	}
+	select {
+	case err := <-dErr:
+		if !errors.Is(err, dlock.ErrLockLost) {
+			t.Fatalf("waiter whose lease was revoked: %v; want ErrLockLost", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter whose lease was revoked still waits")
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	if err := <-pErr; err != nil {
+		t.Fatalf("patient waiter: %v", err)
+	}
+	if !patient.Lease().Valid() {
+		t.Fatal("patient waiter's lease is not valid once granted")
+	}
+	_ = patient.Unlock(ctx)
+}
+
+// Odd keys map to distinct queues that are not prefixes of one another.
+func TestEscape(t *testing.T) {
+	keys := []string{"a", "a/b", "a%2Fb", "a%2fb", "a/", "/a", ".", "..", "\x00nul", "é", "a b", "a+b", "%", "%25"}
+	seen := map[string]string{}
+	for _, k := range keys {
+		q := etcd.QueuePrefix("p", k)
+		if prev, dup := seen[q]; dup {
+			t.Fatalf("keys %q and %q share the queue %q", prev, k, q)
+		}
+		seen[q] = k
+	}
+	for qa, a := range seen {
+		for qb, b := range seen {
+			if a != b && len(qb) > len(qa) && qb[:len(qa)] == qa {
+				t.Fatalf("queue of %q (%q) is a prefix of the queue of %q (%q)", a, qa, b, qb)
+			}
+		}
+	}
+	if got := etcd.Escape("a/b c%"); got != "a%2Fb%20c%25" {
+		t.Fatalf("Escape = %q", got)
+	}
+}

@@ -1,0 +1,65 @@
+package etcd
+
+import (
+	"context"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// Watch watches key's whole queue for deletions (a release, an expiry, a
+// waiter leaving). dlock's Lock does not use it, since this driver queues
+// on the server (Acquire); it serves callers that retry TryLock.
+func (d *drv) Watch(ctx context.Context, key string) (driver.Watch, error) {
+	if err := d.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer d.leave()
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(d.ctx))
+	kw := keyWatch{
+		ch:     d.cli.Watch(wctx, d.queue(key), clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()),
+		cancel: cancel,
+	}
+	if err := d.created(ctx, kw); err != nil {
+		kw.stop()
+		return nil, err
+	}
+	w := &queueWatch{kw: kw, changed: make(chan struct{}, 1), done: make(chan struct{})}
+	go w.forward()
+	return w, nil
+}
+
+// queueWatch is a driver.Watch over one queue prefix.
+type queueWatch struct {
+	kw      keyWatch
+	changed chan struct{}
+	done    chan struct{}
+}
+
+// forward turns deletions into Changed signals; it closes Changed when the
+// etcd watch ends (broken, or closed by Close or the driver's Close).
+func (w *queueWatch) forward() {
+	defer close(w.done)
+	defer close(w.changed)
+	defer w.kw.cancel()
+	for wr := range w.kw.ch {
+		if wr.Err() != nil {
+			return
+		}
+		if hasDelete(wr) {
+			select {
+			case w.changed <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (w *queueWatch) Changed() <-chan struct{} { return w.changed }
+
+func (w *queueWatch) Close() error {
+	w.kw.cancel()
+	<-w.done
+	return nil
+}
