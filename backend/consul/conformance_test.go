@@ -1,0 +1,103 @@
+package consul
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"testing"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/internal/testenv"
+)
+
+// testPrefix is the KV prefix of every test here; keys below it carry a
+// random run id, so concurrent runs never collide.
+const testPrefix = "dlock-test"
+
+// endpoint returns the dev agent's URL, consul://127.0.0.1:8500.
+func endpoint(t testing.TB) string {
+	t.Helper()
+	return testenv.Endpoint(t, "DLOCK_CONSUL_URL")
+}
+
+// testURL is the agent's URL with the test prefix and extra parameters.
+func testURL(t testing.TB, raw string, params string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("DLOCK_CONSUL_URL=%q: %v", raw, err)
+	}
+	u.Path = "/" + testPrefix
+	u.RawQuery = params
+	return u
+}
+
+// admin is a separate client, as an operator's would be.
+type admin struct{ c *api.Client }
+
+func newAdmin(t testing.TB, raw string) admin {
+	t.Helper()
+	u := testURL(t, raw, "")
+	cfg := api.DefaultConfig()
+	cfg.Address = u.Host
+	tr := api.DefaultConfig().Transport
+	cfg.Transport = tr
+	c, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	return admin{c}
+}
+
+// breakLease destroys the session holding key, as an operator would.
+func (a admin) breakLease(ctx context.Context, key string) (string, error) {
+	path := testPrefix + "/" + encodeKey(key)
+	kv, _, err := a.c.KV().Get(path, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return "", err
+	}
+	if kv == nil || kv.Session == "" {
+		return "", fmt.Errorf("key %q (%s) is not locked", key, path)
+	}
+	_, err = a.c.Session().Destroy(kv.Session, (&api.WriteOptions{}).WithContext(ctx))
+	return kv.Session, err
+}
+
+func harness(t testing.TB) conformance.Harness {
+	raw := endpoint(t)
+	a := newAdmin(t, raw)
+	return conformance.Harness{
+		NewLocker: func(ctx context.Context, opts ...dlock.Option) (dlock.Locker, error) {
+			d, err := open(ctx, testURL(t, raw, "lockdelay=1ms"))
+			if err != nil {
+				return nil, err
+			}
+			return dlock.NewLocker(d, opts...)
+		},
+		Unreachable: func(ctx context.Context, addr string) (dlock.Locker, error) {
+			d, err := open(ctx, &url.URL{Scheme: Scheme, Host: addr, Path: "/" + testPrefix})
+			if err != nil {
+				return nil, err
+			}
+			return dlock.NewLocker(d)
+		},
+		BreakLease: func(ctx context.Context, key string) error {
+			_, err := a.breakLease(ctx, key)
+			return err
+		},
+		TTL:         MinTTL,
+		ExpiryGrace: MinTTL, // Consul invalidates a session at up to 2*TTL
+	}
+}
+
+func TestConformance(t *testing.T) {
+	t.Run("dev", func(t *testing.T) { conformance.Run(t, harness(t)) })
+}
+
+func BenchmarkConformance(b *testing.B) {
+	b.Run("dev", func(b *testing.B) { conformance.RunBenchmarks(b, harness(b)) })
+}
