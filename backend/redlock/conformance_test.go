@@ -1,0 +1,70 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend/redlock"
+	"github.com/dlock-go/dlock/conformance"
+)
+
+// harness runs the suite on the five-master topology. Every Locker has its
+// own connections; the prefix keeps this run's keys apart from others'.
+func harness(t testing.TB) conformance.Harness {
+	ep := endpoint(t)
+	hosts := hostsOf(t, ep)
+	prefix := testPrefix()
+	admin := adminClients(t, hosts)
+	rawURL := withParams(t, ep, "prefix", prefix, "timeout", "2s")
+	return conformance.Harness{
+		NewLocker: func(ctx context.Context, opts ...dlock.Option) (dlock.Locker, error) {
+			d, err := redlock.OpenDriver(ctx, rawURL)
+			if err != nil {
+				return nil, err
+			}
+			l, err := dlock.NewLocker(d, opts...)
+			if err != nil {
+				_ = d.Close()
+			}
+			return l, err
+		},
+		// A hanging server plus two more: no instance answers.
+		Unreachable: func(ctx context.Context, addr string) (dlock.Locker, error) {
+			u := fmt.Sprintf("redlock://%s,%s,%s?prefix=%s&timeout=200ms",
+				addr, conformance.SilentServer(t), conformance.SilentServer(t), prefix)
+			d, err := redlock.OpenDriver(ctx, u)
+			if err != nil {
+				return nil, err
+			}
+			return dlock.NewLocker(d)
+		},
+		// An operator deleting the lock on every instance.
+		BreakLease: func(ctx context.Context, key string) error {
+			deleted := int64(0)
+			for _, c := range admin {
+				n, err := c.Del(ctx, prefix+"l:"+key).Result()
+				if err != nil {
+					return err
+				}
+				deleted += n
+			}
+			if deleted == 0 {
+				return errors.New("the lock was on no instance")
+			}
+			return nil
+		},
+		TTL: 3 * time.Second,
+	}
+}
+
+func TestConformance(t *testing.T) {
+	t.Run("five", func(t *testing.T) { conformance.Run(t, harness(t)) })
+}
+
+func BenchmarkConformance(b *testing.B) {
+	b.Run("five", func(b *testing.B) { conformance.RunBenchmarks(b, harness(b)) })
+}

@@ -1,0 +1,18 @@
+package redlock
+
+// names are the Redis names of one lock key on every instance.
+type names struct {
+	lock    string // the lock: SET NX PX, value = the holder's owner ID
+	counter string // the fencing counter, a decimal integer, kept forever
+	channel string // release notifications
+}
+
+// names maps a user's key into this Driver's namespace. Redis keys and
+// channel names are binary safe, so the key is used as is after a fixed
+// prefix and a fixed-length tag: within one Prefix the mapping is
+// injective, and locks, counters and channels never collide ("a/b", "{",
+// "\x00nul" and 4 KiB keys included).
+func (d *Driver) names(key string) names {
+	p := d.cfg.Prefix
+	return names{lock: p + "l:" + key, counter: p + "t:" + key, channel: p + "r:" + key}
+}

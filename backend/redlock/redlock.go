@@ -1,0 +1,207 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// Scheme is the URL scheme this package registers.
+const Scheme = "redlock"
+
+func init() { dlock.Register(Scheme, openURL) }
+
+// Defaults of Config.
+const (
+	DefaultPrefix  = "dlock:"
+	DefaultTimeout = 100 * time.Millisecond
+	DefaultDrift   = 0.01
+)
+
+// minDrift is the clock-drift factor the portable layer already subtracts
+// from every lease (TTL*0.01 + 2ms); a driver can only widen it.
+const minDrift = 0.01
+
+// maxDrift bounds the drift factor: past it, most of every lease would be
+// given away to drift.
+const maxDrift = 0.5
+
+// ErrConfig reports an unusable configuration given to New or NewDriver:
+// an even number of instances, fewer than three, a nil or duplicate client,
+// a drift factor or timeout out of range.
+var ErrConfig = errors.New("redlock: invalid configuration")
+
+// Config tunes a Driver. The zero value means every default.
+type Config struct {
+	// Prefix is put before every key, counter and channel name this
+	// package writes. Default "dlock:". Lockers whose prefixes differ do
+	// not see each other's locks (keep one from being a prefix of another).
+	Prefix string
+	// Timeout bounds each request to one instance. It is further capped at
+	// a tenth of the lease, so that a slow or paused instance never eats
+	// the validity window. Default 100ms.
+	Timeout time.Duration
+	// Drift is the clock-drift factor: the validity window of a hold is
+	// TTL - TTL*Drift - 2ms from the moment the acquire was sent. At least
+	// 0.01 (the Redlock reference's value, the default), below 0.5.
+	Drift float64
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Timeout < 0 {
+		return c, fmt.Errorf("%w: timeout %v is negative", ErrConfig, c.Timeout)
+	}
+	if c.Drift == 0 {
+		c.Drift = DefaultDrift
+	}
+	if !(c.Drift >= minDrift && c.Drift < maxDrift) {
+		return c, fmt.Errorf("%w: drift factor %v outside [%v, %v)", ErrConfig, c.Drift, minDrift, maxDrift)
+	}
+	return c, nil
+}
+
+// Driver is the Redlock driver over N independent Redis masters. Programs
+// normally use it through dlock.Open or New; NewDriver and OpenDriver give
+// the driver itself, for middleware and for Stats.
+type Driver struct {
+	cfg    Config
+	inst   []*instance
+	all    []int // 0..N-1
+	quorum int   // N/2 + 1
+	owned  bool  // the clients were made by OpenDriver: Close closes them
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+var _ driver.Locker = (*Driver)(nil)
+
+// instance is one Redis master.
+type instance struct {
+	client *redis.Client
+	addr   string
+	batch  *batcher
+
+	hubOnce sync.Once
+	hub     *hub
+
+	requests atomic.Uint64
+	errors   atomic.Uint64
+	timeouts atomic.Uint64
+}
+
+// InstanceStats counts the requests a Driver sent to one instance.
+type InstanceStats struct {
+	Addr     string // the client's address
+	Requests uint64 // requests sent (acquire, fence, renew, release)
+	Errors   uint64 // requests that failed or went unanswered, timeouts included
+	Timeouts uint64 // requests that ran out of the per-instance timeout
+}
+
+// New returns a Locker over clients, one per independent Redis master. N
+// must be odd and at least 3. The clients stay the caller's: Close on the
+// Locker does not close them. Clients made with ContextTimeoutEnabled give
+// up on a request when its per-instance timeout ends; others are abandoned
+// at that point and finish in the background.
+func New(clients []*redis.Client, cfg Config, opts ...dlock.Option) (dlock.Locker, error) {
+	d, err := NewDriver(clients, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return dlock.NewLocker(d, opts...)
+}
+
+// NewDriver returns the driver over clients without wrapping it in the
+// portable Locker (see dlock.NewLocker). The clients stay the caller's.
+func NewDriver(clients []*redis.Client, cfg Config) (*Driver, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	n := len(clients)
+	if n < 3 || n%2 == 0 {
+		return nil, fmt.Errorf("%w: Redlock needs an odd number of instances, at least 3; got %d", ErrConfig, n)
+	}
+	d := &Driver{cfg: cfg, quorum: n/2 + 1, closed: make(chan struct{})}
+	seen := map[string]bool{}
+	for i, c := range clients {
+		if c == nil {
+			return nil, fmt.Errorf("%w: client %d is nil", ErrConfig, i)
+		}
+		addr := c.Options().Addr
+		// Sentinel failover clients all report the same placeholder address.
+		if addr != "FailoverClient" && seen[addr] {
+			return nil, fmt.Errorf("%w: instance %s given twice (a duplicate would count twice towards the quorum)", ErrConfig, addr)
+		}
+		seen[addr] = true
+		for _, o := range d.inst {
+			if o.client == c {
+				return nil, fmt.Errorf("%w: client %d given twice", ErrConfig, i)
+			}
+		}
+		d.inst = append(d.inst, &instance{client: c, addr: addr, batch: &batcher{client: c}})
+		d.all = append(d.all, i)
+	}
+	return d, nil
+}
+
+// Quorum returns the number of instances a hold needs: N/2 + 1.
+func (d *Driver) Quorum() int { return d.quorum }
+
+// Stats returns the request counters of each instance, in the order the
+// clients or hosts were given.
+func (d *Driver) Stats() []InstanceStats {
+	out := make([]InstanceStats, len(d.inst))
+	for i, in := range d.inst {
+		out[i] = InstanceStats{
+			Addr:     in.addr,
+			Requests: in.requests.Load(),
+			Errors:   in.errors.Load(),
+			Timeouts: in.timeouts.Load(),
+		}
+	}
+	return out
+}
+
+func (d *Driver) check(ctx context.Context) error {
+	select {
+	case <-d.closed:
+		return driver.ErrClosed
+	default:
+	}
+	return ctx.Err()
+}
+
+// Close stops the driver's subscriptions and, when it opened them from a
+// URL, closes its clients.
+func (d *Driver) Close() error {
+	var err error
+	d.closeOnce.Do(func() {
+		close(d.closed)
+		var errs []error
+		for _, in := range d.inst {
+			if in.hub != nil {
+				in.hub.close()
+			}
+			if d.owned {
+				errs = append(errs, in.client.Close())
+			}
+		}
+		err = errors.Join(errs...)
+	})
+	return err
+}
