@@ -328,7 +328,10 @@ func (d *zkDriver) await(ctx context.Context, pred, path string, own *existsResu
 func (d *zkDriver) grant(a *attempt, path string, own *existsResult, sent time.Time) (driver.Hold, error) {
 	st := own.st
 	if st.EphemeralOwner == 0 || st.EphemeralOwner != d.conn.SessionID() {
-		return driver.Hold{}, errVanished // made by a session that has ended since
+		// Made by a session that has ended since: the node is gone, or
+		// goes with it (the cleaner checks).
+		d.clean.node(path, st.EphemeralOwner)
+		return driver.Hold{}, errVanished
 	}
 	if st.Czxid <= 0 {
 		return driver.Hold{}, fmt.Errorf("zookeeper: node %s has czxid %d", path, st.Czxid)

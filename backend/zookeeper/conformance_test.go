@@ -128,6 +128,44 @@ func breakLease(adm *zk.Conn, key string) error {
 func TestConformance(t *testing.T) {
 	t.Run("standalone", func(t *testing.T) { conformance.Run(t, harness(t, "DLOCK_ZK_URL")) })
 	t.Run("ensemble", func(t *testing.T) { conformance.Run(t, harness(t, "DLOCK_ZK3_URL")) })
+	// Over connections the caller made (New): no event callback, and the
+	// session timeout is the one declared rather than read off the wire.
+	t.Run("standalone-conn", func(t *testing.T) {
+		h := harness(t, "DLOCK_ZK_URL")
+		servers := hosts(t, endpoint(t, "DLOCK_ZK_URL", ""))
+		h.NewLocker = func(_ context.Context, opts ...dlock.Option) (dlock.Locker, error) {
+			return newOverConn(servers, opts...)
+		}
+		h.Unreachable = func(_ context.Context, addr string) (dlock.Locker, error) {
+			return newOverConn([]string{addr}, dlock.WithTTL(sessionTimeout))
+		}
+		conformance.Run(t, h)
+	})
+}
+
+// connLocker closes the connection it was made over with the Locker.
+type connLocker struct {
+	dlock.Locker
+	conn *zk.Conn
+}
+
+func (l connLocker) Close() error {
+	err := l.Locker.Close()
+	l.conn.Close()
+	return err
+}
+
+func newOverConn(servers []string, opts ...dlock.Option) (dlock.Locker, error) {
+	conn, _, err := zk.Connect(servers, sessionTimeout, zk.WithLogInfo(false), zk.WithLogger(discardLogger{}))
+	if err != nil {
+		return nil, err
+	}
+	l, err := New(conn, Config{SessionTimeout: sessionTimeout, Prefix: testPrefix}, opts...)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return connLocker{l, conn}, nil
 }
 
 func BenchmarkConformance(b *testing.B) {

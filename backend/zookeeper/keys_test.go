@@ -1,10 +1,15 @@
 package zookeeper
 
 import (
+	"context"
+	"errors"
 	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // unescape inverts nodeName; it fails the test on anything nodeName cannot
@@ -93,6 +98,41 @@ func TestCleanPrefix(t *testing.T) {
 	for _, in := range []string{"a", "//", "/a//b", "/.", "/a/..", "/a\x01", "/zookeeper", "/zookeeper/x"} {
 		if got, err := cleanPrefix(in); err == nil {
 			t.Errorf("cleanPrefix(%q) = %q; want an error", in, got)
+		}
+	}
+}
+
+// The longest keys, of bytes that each take three characters to escape,
+// are valid and distinct znodes on a real server.
+func TestLongestKeys(t *testing.T) {
+	raw := endpoint(t, "DLOCK_ZK_URL", "session_timeout=2s")
+	_, l1 := lockerOn(t, raw)
+	_, l2 := lockerOn(t, raw)
+	keys := []string{
+		strings.Repeat("é", driver.MaxKeyLen/2),
+		strings.Repeat("\x00", driver.MaxKeyLen),
+		strings.Repeat("/", driver.MaxKeyLen),
+		strings.Repeat("/", driver.MaxKeyLen-1) + ".",
+	}
+	ctx := context.Background()
+	var held []dlock.Mutex
+	for _, k := range keys {
+		m, err := l1.NewMutex(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.TryLock(ctx); err != nil {
+			t.Fatalf("TryLock(%d-byte key %q...): %v", len(k), k[:8], err)
+		}
+		held = append(held, m)
+	}
+	for _, m := range held {
+		p, _ := l2.NewMutex(m.Key())
+		if err := p.TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Fatalf("TryLock through another Locker while held: %v; want ErrNotAcquired", err)
+		}
+		if err := m.Unlock(ctx); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -1,0 +1,152 @@
+package zookeeper
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/dlock-go/dlock"
+)
+
+// benchLock is one holder's handle, dlock's or go-zookeeper's.
+type benchLock interface {
+	Lock() error
+	Unlock() error
+}
+
+type dlockHandle struct{ m dlock.Mutex }
+
+func (h dlockHandle) Lock() error   { return h.m.Lock(context.Background()) }
+func (h dlockHandle) Unlock() error { return h.m.Unlock(context.Background()) }
+
+// contenders makes the holders of one key for a benchmark: the i-th of n
+// goroutines gets handles(i); there are two connections (Lockers) in all.
+type contenders func(b *testing.B, key string) func(i int) benchLock
+
+func dlockContenders(raw string) contenders {
+	return func(b *testing.B, key string) func(int) benchLock {
+		ls := make([]dlock.Locker, 2)
+		for i := range ls {
+			l, err := openLocker(context.Background(), raw, dlock.WithTTL(30*time.Second))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = l.Close() })
+			ls[i] = l
+		}
+		return func(i int) benchLock {
+			m, err := ls[i%len(ls)].NewMutex(key)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return dlockHandle{m}
+		}
+	}
+}
+
+func zkLockContenders(raw string) contenders {
+	return func(b *testing.B, key string) func(int) benchLock {
+		conns := make([]*zk.Conn, 2)
+		for i := range conns {
+			conns[i] = admin(b, raw)
+		}
+		kp, err := KeyPath(testPrefix, key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func(i int) benchLock { return zk.NewLock(conns[i%len(conns)], kp, zk.WorldACL(zk.PermAll)) }
+	}
+}
+
+// BenchmarkVsZkLock measures dlock against go-zookeeper's own zk.Lock on
+// the same server, in one run: Lock+Unlock of a free key, and the
+// contended handoff of RunBenchmarks (8 goroutines over 2 connections,
+// each holding about 1 ms).
+func BenchmarkVsZkLock(b *testing.B) {
+	raw := endpoint(b, "DLOCK_ZK_URL", "session_timeout=10s")
+	impls := []struct {
+		name string
+		c    contenders
+	}{{"dlock", dlockContenders(raw)}, {"zklock", zkLockContenders(raw)}}
+	run := fmt.Sprintf("%d", time.Now().UnixNano())
+	for _, im := range impls {
+		b.Run("Uncontended/"+im.name, func(b *testing.B) {
+			h := im.c(b, "bench/"+run+"/uncontended/"+im.name)(0)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := h.Lock(); err != nil {
+					b.Fatal(err)
+				}
+				if err := h.Unlock(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	for _, im := range impls {
+		b.Run("Contended/"+im.name, func(b *testing.B) {
+			benchContended(b, im.c(b, "bench/"+run+"/contended/"+im.name+fmt.Sprint(b.N)))
+		})
+	}
+}
+
+func benchContended(b *testing.B, handle func(int) benchLock) {
+	const goroutines = 8
+	var (
+		remaining   atomic.Int64
+		lastRelease atomic.Int64
+		mu          sync.Mutex
+		handoffs    []time.Duration
+		wg          sync.WaitGroup
+	)
+	remaining.Store(int64(b.N))
+	hs := make([]benchLock, goroutines)
+	for g := range hs {
+		hs[g] = handle(g)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for _, h := range hs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for remaining.Add(-1) >= 0 {
+				if err := h.Lock(); err != nil {
+					b.Error(err)
+					return
+				}
+				if rel := lastRelease.Load(); rel != 0 {
+					d := time.Since(time.Unix(0, rel))
+					mu.Lock()
+					handoffs = append(handoffs, d)
+					mu.Unlock()
+				}
+				time.Sleep(time.Millisecond)
+				lastRelease.Store(time.Now().UnixNano())
+				if err := h.Unlock(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
+	if len(handoffs) > 0 {
+		sort.Slice(handoffs, func(i, j int) bool { return handoffs[i] < handoffs[j] })
+		q := func(p float64) float64 {
+			return float64(handoffs[int(p*float64(len(handoffs)-1))]) / float64(time.Millisecond)
+		}
+		b.ReportMetric(q(0.50), "handoff-p50-ms")
+		b.ReportMetric(q(0.99), "handoff-p99-ms")
+	}
+}
