@@ -24,6 +24,7 @@ type tempServer struct {
 	bin  string
 	dir  string
 	port int
+	conf string // a config file, for a Sentinel
 	args []string
 	cmd  *exec.Cmd
 }
@@ -33,6 +34,28 @@ type tempServer struct {
 // is required (make test).
 func startTempServer(t testing.TB, args ...string) *tempServer {
 	t.Helper()
+	s := newTempServer(t, args...)
+	s.start()
+	t.Cleanup(s.stop)
+	return s
+}
+
+// startSentinel starts a Sentinel that monitors primary as "mymaster".
+func startSentinel(t testing.TB, primary *tempServer) *tempServer {
+	t.Helper()
+	s := newTempServer(t, "--sentinel")
+	s.conf = filepath.Join(s.dir, "sentinel.conf")
+	conf := fmt.Sprintf("sentinel monitor mymaster 127.0.0.1 %d 1\n", primary.port)
+	if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.start()
+	t.Cleanup(s.stop)
+	return s
+}
+
+func newTempServer(t testing.TB, args ...string) *tempServer {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		if testenv.Required("DLOCK_REDIS_URL") {
@@ -40,10 +63,7 @@ func startTempServer(t testing.TB, args ...string) *tempServer {
 		}
 		t.Skipf("redis-server not found in PATH: %v", err)
 	}
-	s := &tempServer{t: t, bin: bin, dir: t.TempDir(), port: freePort(t), args: args}
-	s.start()
-	t.Cleanup(s.stop)
-	return s
+	return &tempServer{t: t, bin: bin, dir: t.TempDir(), port: freePort(t), args: args}
 }
 
 func freePort(t testing.TB) int {
@@ -61,11 +81,15 @@ func (s *tempServer) url() string  { return "redis://" + s.addr() }
 
 func (s *tempServer) start() {
 	s.t.Helper()
-	args := append([]string{
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(args,
 		"--bind", "127.0.0.1", "--port", strconv.Itoa(s.port), "--dir", s.dir,
 		"--save", "", "--appendonly", "no", "--daemonize", "no",
-		"--logfile", filepath.Join(s.dir, "redis.log"),
-	}, s.args...)
+		"--logfile", filepath.Join(s.dir, "redis.log"))
+	args = append(args, s.args...)
 	s.cmd = exec.Command(s.bin, args...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("starting redis-server: %v", err)
