@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testenv"
 )
 
@@ -24,9 +26,11 @@ var bareUnlock = goredis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] the
 // bare textbook lock (go-redis SET NX PX, then a Lua compare-and-delete)
 // on the same server, in the same run. Both take two round trips; both
 // draw a random owner value per acquisition. The dlock and bare
-// sub-benchmarks run one after the other; paired alternates the two in one
-// loop, so that a load change on a shared machine hits both alike, and
-// reports dlock's throughput as a fraction of the bare lock's (ratio).
+// sub-benchmarks run one after the other; paired alternates dlock, this
+// driver alone (TryAcquire+Release, without the portable layer) and the
+// bare lock in one loop, so that a load change on a shared machine hits
+// all alike, and reports their throughput as a fraction of the bare lock's
+// (ratio, driver-ratio).
 func BenchmarkLockUnlock(b *testing.B) {
 	for _, tp := range topologies {
 		b.Run(tp.name, func(b *testing.B) {
@@ -57,18 +61,39 @@ func BenchmarkLockUnlock(b *testing.B) {
 				}
 			})
 			b.Run("paired", func(b *testing.B) {
-				var td, tb time.Duration
+				u, _ := url.Parse(raw)
+				d, err := openDriver(ctx, u)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer d.Close()
+				drv := func(b *testing.B) {
+					h, err := d.TryAcquire(ctx, driver.Request{Key: key + "/driver", TTL: 30 * time.Second, Owner: randomHex(16)})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := d.Release(ctx, h); err != nil {
+						b.Fatal(err)
+					}
+				}
+				var td, tr, tb time.Duration
 				for i := 0; i < b.N; i++ {
 					t0 := time.Now()
 					dl(b)
 					t1 := time.Now()
+					drv(b)
+					t2 := time.Now()
 					bare.lockUnlock(ctx, b)
 					td += t1.Sub(t0)
-					tb += time.Since(t1)
+					tr += t2.Sub(t1)
+					tb += time.Since(t2)
 				}
-				b.ReportMetric(float64(td.Microseconds())/float64(b.N), "dlock-us/op")
-				b.ReportMetric(float64(tb.Microseconds())/float64(b.N), "bare-us/op")
+				us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
+				b.ReportMetric(us(td), "dlock-us/op")
+				b.ReportMetric(us(tr), "driver-us/op")
+				b.ReportMetric(us(tb), "bare-us/op")
 				b.ReportMetric(float64(tb)/float64(td), "ratio")
+				b.ReportMetric(float64(tb)/float64(tr), "driver-ratio")
 			})
 		})
 	}

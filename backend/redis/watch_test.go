@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -242,4 +243,55 @@ func parseClientLine(line string) map[string]string {
 		}
 	}
 	return out
+}
+
+// Many goroutines watching and closing a few keys at once: every Watch is
+// confirmed, and when all are closed no subscription is left on the server.
+func TestWatchConcurrent(t *testing.T) {
+	eachTopology(t, func(t *testing.T, endpoint string) {
+		e := newWatchEnv(t, endpoint)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		keys := make([]string, 4)
+		for i := range keys {
+			keys[i] = "watchmany/" + randomHex(6)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 64)
+		for g := 0; g < 16; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 25; i++ {
+					w, err := e.waiter.Watch(ctx, keys[(g+i)%len(keys)])
+					if err != nil {
+						errs <- err
+						return
+					}
+					if i%5 == 0 {
+						time.Sleep(time.Millisecond)
+					}
+					_ = w.Close()
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("Watch: %v", err)
+		}
+		for _, k := range keys {
+			e.waitSubscribers(ctx, t, keyNames(testPrefix, k).channel, 0)
+		}
+		// The connection is still in order: a new watch sees a release.
+		w, err := e.waiter.Watch(ctx, keys[0])
+		if err != nil {
+			t.Fatalf("Watch: %v", err)
+		}
+		defer w.Close()
+		e.cycle(ctx, t, keys[0])
+		if got, open := received(w); !got || !open {
+			t.Fatal("a watch after the churn missed the release")
+		}
+	})
 }
