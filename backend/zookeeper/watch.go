@@ -63,15 +63,18 @@ func (w *keyWatch) loop(d *zkDriver, keyPath string, ev <-chan zk.Event) {
 			if e.Type == zk.EventNotWatching {
 				return // the session ended: the watch is broken
 			}
-			select {
-			case w.ch <- struct{}{}:
-			default:
-			}
+			// Watch again before telling: a change between the event
+			// and the new watch is then seen by whoever reads the queue
+			// after receiving.
 			next, err := d.arm(keyPath)
 			if err != nil {
 				return
 			}
 			ev = next
+			select {
+			case w.ch <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
