@@ -354,3 +354,38 @@ func TestLeader(t *testing.T) {
 		})
 	}
 }
+
+// TestDefaultMatchesEndpoints checks, without disturbing them, that the
+// servers `make up` started are the ones the endpoint variables name and
+// that the package-level functions find them.
+func TestDefaultMatchesEndpoints(t *testing.T) {
+	url := testenv.Endpoint(t, "DLOCK_REDLOCK_URL")
+	l, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, _ := topology.Lookup(l.Topologies, "redlock")
+	if tp.URL() != url {
+		if testenv.Required("DLOCK_REDLOCK_URL") {
+			t.Fatalf("DLOCK_REDLOCK_URL=%s but the launcher's redlock is %s", url, tp.URL())
+		}
+		t.Skipf("DLOCK_REDLOCK_URL=%s names servers the launcher did not start", url)
+	}
+	nodes, err := Nodes("redlock")
+	if err != nil || len(nodes) != 5 {
+		t.Fatalf("Nodes(redlock) = %v, %v", nodes, err)
+	}
+	for _, n := range nodes {
+		stateIs(t, l, n, "running")
+		addr, err := Addr(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(url, addr) {
+			t.Errorf("%s at %s is not in %s", n, addr, url)
+		}
+		if err := ping(addr, 2*time.Second); err != nil {
+			t.Errorf("%s: %v", n, err)
+		}
+	}
+}
