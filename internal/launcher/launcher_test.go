@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -37,40 +36,20 @@ func needServers(t *testing.T, envVar string, programs ...string) {
 	}
 }
 
-// private returns a topology of count nodes named name-1..name-count, each
-// with the given kinds of port. Ports are drawn at random below the
-// kernel's ephemeral range (where an outgoing connection could take one
-// between the check and the server's start) and checked to be free.
-func private(t *testing.T, name string, kind topology.Kind, cluster bool, count int, portNames ...string) topology.Topology {
-	tp := topology.Topology{Name: name, Kind: kind, Cluster: cluster, EnvVar: "DLOCK_TEST_" + strings.ToUpper(name) + "_URL", Scheme: string(kind)}
-	used := map[int]bool{}
-	for i := 1; i <= count; i++ {
-		n := topology.Node{Name: fmt.Sprintf("%s-%d", name, i), ID: i}
-		for _, p := range append([]string{topology.Client}, portNames...) {
-			n.Ports = append(n.Ports, topology.Port{Name: p, Number: freePort(t, used)})
-		}
-		tp.Nodes = append(tp.Nodes, n)
+// private returns a topology like the standard one named like, on free
+// ports, with count nodes (the first count of like's).
+func private(t *testing.T, like, name string, count int) topology.Topology {
+	t.Helper()
+	base, ok := topology.Lookup(topology.All(), like)
+	if !ok {
+		t.Fatalf("no topology %s", like)
+	}
+	base.Nodes = base.Nodes[:count]
+	tp, err := Private(base, name)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return tp
-}
-
-func freePort(t *testing.T, used map[int]bool) int {
-	t.Helper()
-	for range 1000 {
-		p := 20000 + rand.IntN(12000)
-		if used[p] {
-			continue
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort(topology.Host, strconv.Itoa(p)))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		used[p] = true
-		return p
-	}
-	t.Fatal("no free port found in 20000-31999")
-	return 0
 }
 
 func newLauncher(t *testing.T, ts ...topology.Topology) *Launcher {
@@ -137,7 +116,7 @@ func stateIs(t *testing.T, l *Launcher, node, want string) {
 func TestNodeControl(t *testing.T) {
 	needServers(t, "DLOCK_REDLOCK_URL", topology.RedisServer)
 	ctx := context.Background()
-	tp := private(t, "ctlredlock", topology.Redis, false, 2)
+	tp := private(t, "redlock", "ctlredlock", 2)
 	l := newLauncher(t, tp)
 	node, addr := tp.Nodes[0].Name, tp.Nodes[0].Addr()
 
@@ -246,7 +225,7 @@ func TestNodeControl(t *testing.T) {
 // anything starts, with an error naming the port.
 func TestPortTaken(t *testing.T) {
 	needServers(t, "DLOCK_REDIS_URL", topology.RedisServer)
-	tp := private(t, "taken", topology.Redis, false, 2)
+	tp := private(t, "redlock", "taken", 2)
 	ln, err := net.Listen("tcp", tp.Nodes[1].Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +244,7 @@ func TestPortTaken(t *testing.T) {
 // Up reports it and Down still removes the first.
 func TestDownAfterFailedUp(t *testing.T) {
 	needServers(t, "DLOCK_REDIS_URL", topology.RedisServer)
-	tp := private(t, "failing", topology.Redis, false, 2)
+	tp := private(t, "redlock", "failing", 2)
 	tp.Nodes[1].Args = []string{"--no-such-directive", "yes"}
 	l := newLauncher(t, tp)
 	err := l.Up(context.Background(), nil)
@@ -317,19 +296,14 @@ func TestRecycledPID(t *testing.T) {
 // TestLeader finds the leader of private etcd and ZooKeeper clusters, kills
 // it, and finds the new one.
 func TestLeader(t *testing.T) {
-	for _, c := range []struct {
-		kind     topology.Kind
-		envVar   string
-		programs []string
-		ports    []string
-	}{
-		{topology.Etcd, "DLOCK_ETCD3_URL", []string{topology.EtcdServer}, []string{topology.Peer}},
-		{topology.ZooKeeper, "DLOCK_ZK3_URL", []string{"java"}, []string{topology.Quorum, topology.Election}},
+	for _, c := range []struct{ like, envVar, program string }{
+		{"etcd3", "DLOCK_ETCD3_URL", topology.EtcdServer},
+		{"zookeeper3", "DLOCK_ZK3_URL", "java"},
 	} {
-		t.Run(string(c.kind), func(t *testing.T) {
-			needServers(t, c.envVar, c.programs...)
+		t.Run(c.like, func(t *testing.T) {
+			needServers(t, c.envVar, c.program)
 			ctx := context.Background()
-			tp := private(t, "lead"+string(c.kind), c.kind, true, 3, c.ports...)
+			tp := private(t, c.like, "lead"+c.like, 3)
 			l := newLauncher(t, tp)
 			if err := l.Up(ctx, nil); err != nil {
 				t.Fatal(err)

@@ -235,6 +235,12 @@ func FindNode(ts []Topology, name string) (Topology, Node, bool) {
 	return Topology{}, Node{}, false
 }
 
+// EnvName turns a topology name into the middle of its variable name:
+// redis-cluster becomes REDIS_CLUSTER.
+func EnvName(name string) string {
+	return strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(name))
+}
+
 // Names returns the names of ts, in order.
 func Names(ts []Topology) []string {
 	names := make([]string, len(ts))
