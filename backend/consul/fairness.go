@@ -24,7 +24,7 @@ import (
 // contends costs nothing: no delay is ever added to it.
 const (
 	// maxJitter is the largest delay before an attempt on a contended key.
-	maxJitter = 4 * time.Millisecond
+	maxJitter = time.Millisecond
 	// contendedFor is how long after a failed attempt a key counts as
 	// contended.
 	contendedFor = 2 * time.Second

@@ -88,6 +88,7 @@ func (d *consulDriver) acquire(ctx context.Context, path string, ttl time.Durati
 	}
 	d.fair.acquired(path)
 	h := &hold{path: path, s: s, ttl: ttl, token: kv.ModifyIndex, lost: make(chan struct{})}
+	s.bind(h)
 	d.startMonitor(h)
 	return driver.Hold{Token: kv.ModifyIndex, TTL: s.ttl, Since: s.renewedAt(), Lost: h.lost, State: h}, nil
 }
@@ -140,10 +141,27 @@ func (d *consulDriver) Release(ctx context.Context, h driver.Hold) error {
 	if err != nil {
 		return err
 	}
-	hs.released.Store(true)
-	if err := d.check(ctx); err != nil {
+	if hs.released.Swap(true) {
+		return fmt.Errorf("consul: release %q: %w (released already)", hs.path, driver.ErrNotHeld)
+	}
+	// cleanup frees what the hold may still have, unless its session has
+	// moved on to a later hold (a release of a hold that was released, or
+	// lost, before): then the session is not this hold's to end.
+	cleanup := func(abandon bool) {
 		hs.stopMonitor()
-		d.abandon(hs.path, hs.s, hs.token)
+		if !hs.s.unbind(hs) {
+			return
+		}
+		if abandon {
+			d.abandon(hs.path, hs.s, hs.token)
+		} else {
+			// The session serves this hold only, so the most it can
+			// still lock is this hold's key.
+			d.destroyLater(hs.s)
+		}
+	}
+	if err := d.check(ctx); err != nil {
+		cleanup(true)
 		return err
 	}
 	ops := api.TxnOps{
@@ -152,19 +170,17 @@ func (d *consulDriver) Release(ctx context.Context, h driver.Hold) error {
 	}
 	ok, resp, _, err := d.c.Txn().Txn(ops, d.qopts(ctx))
 	if err != nil {
-		hs.stopMonitor()
-		d.abandon(hs.path, hs.s, hs.token)
+		cleanup(true)
 		return mapErr(ctx, "release", err)
 	}
 	if !ok {
-		hs.stopMonitor()
-		// The key is gone, taken over, or was overwritten. End the session:
-		// it serves this hold only, so the most it can still lock is this
-		// hold's key.
-		d.destroyLater(hs.s)
+		// The key is gone, taken over, overwritten, or a later hold's.
+		cleanup(false)
 		return fmt.Errorf("consul: release %q: %w (%s)", hs.path, driver.ErrNotHeld, txnErrors(resp))
 	}
-	d.pool.put(hs.ttl, hs.s)
+	if hs.s.unbind(hs) {
+		d.pool.put(hs.ttl, hs.s)
+	}
 	return nil
 }
 

@@ -25,6 +25,26 @@ type session struct {
 
 	mu    sync.Mutex
 	since time.Time // when the create or the last successful renew was sent
+	hold  *hold     // the hold the session backs, nil while idle
+}
+
+// bind records that s backs h.
+func (s *session) bind(h *hold) {
+	s.mu.Lock()
+	s.hold = h
+	s.mu.Unlock()
+}
+
+// unbind ends h's use of s. It reports false if s backs another hold (or
+// none): then h must leave s alone.
+func (s *session) unbind(h *hold) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hold != h {
+		return false
+	}
+	s.hold = nil
+	return true
 }
 
 func (s *session) renewedAt() time.Time {

@@ -1,0 +1,127 @@
+// Package consul is dlock's Consul backend (scheme consul://): Consul's
+// Chubby-style lock model, sessions and KV acquire, through the official
+// client github.com/hashicorp/consul/api.
+//
+// # URL
+//
+//	consul://HOST:PORT/PREFIX?lockdelay=15s&monitors=64&ttl=30s&autorenew=true
+//
+// where
+//
+//   - HOST:PORT is one Consul agent's HTTP address (default port 8500). It
+//     may be left out (consul:///PREFIX): then CONSUL_HTTP_ADDR, or
+//     127.0.0.1:8500, is used. One agent only: an agent forwards to the
+//     servers itself.
+//   - PREFIX is the KV prefix the lock keys live under (default "dlock"):
+//     slash-separated segments of [A-Za-z0-9._-].
+//   - lockdelay: the sessions' lock-delay (default 15s, Consul's own
+//     default; 0 turns it off; at most 60s). See below.
+//   - monitors: how many holds of the Locker are watched by a blocking
+//     query at a time (default 64; 0 for none). See "Loss" below.
+//   - ttl, autorenew: the portable parameters (see dlock.Open). The TTL
+//     must be between 10s and 24h, the session TTLs Consul accepts.
+//
+// Any other parameter is an error (dlock.ErrInvalidURL). The client is
+// configured by api.DefaultConfig, so the CONSUL_* environment variables
+// apply (CONSUL_HTTP_SSL, CONSUL_CACERT, CONSUL_HTTP_TOKEN, ...), with the
+// URL's address in place of CONSUL_HTTP_ADDR. The ACL token is never taken
+// from the URL: a user:password part or a token= parameter is rejected,
+// because URLs end up in logs and process listings. Set CONSUL_HTTP_TOKEN
+// (or CONSUL_HTTP_TOKEN_FILE), or make the client yourself and use New or
+// NewFromConfig. The token needs session:write on the agent's node and
+// key:write on the prefix; a refusal is reported as ErrPermission.
+//
+// Open checks that the agent answers and knows a leader; an agent that
+// does not is dlock.ErrUnavailable.
+//
+// # How a lock works
+//
+// Every hold has a session of its own: TTL only (no health checks, so only
+// its TTL or an explicit destroy ends it), behavior=delete (when it ends,
+// its lock key is deleted), and the configured lock-delay. Acquiring is one
+// transaction, [lock KEY with the session, get KEY], so the fencing token,
+// the ModifyIndex the lock wrote, is read atomically with the acquire.
+// ModifyIndex is a Raft index, so it grows with every write to the cluster
+// and is strictly greater for every new holder; LockIndex is not usable, it
+// restarts at 1 when a key is deleted and re-created. Tokens go back only
+// if the cluster's Raft log starts over (a dev agent restarted, a cluster
+// rebuilt from nothing), which also loses every lock.
+//
+// Unlock is the transaction [check-session KEY, delete-cas KEY at the
+// acquire's index]: it deletes the key only if it is still this hold's, so
+// it can never free a later hold, not even one taken with the same
+// session. The session then waits in a small pool (a quarter of its TTL at
+// most) and backs the Locker's next hold, so that a Lock usually costs one
+// round trip and an Unlock one; a session older than that is destroyed
+// rather than reused, so a new hold always has at least three quarters of
+// its TTL ahead. Renew renews the session (Consul returns the TTL it
+// granted) and checks that the key is still the hold's.
+//
+// A Lock that finds the key held waits on a blocking query on the key and
+// retries when the key becomes free (deleted or unlocked); a change from
+// one holder to the next does not wake it. Waiters of one Locker share one
+// query (dlock's in-process gate). Consul keeps no queue of waiters, so
+// when a key is freed every waiting process tries at once. On a key this
+// Locker has recently failed to take, each attempt is preceded by a random
+// delay of up to 1ms, halved for every attempt that failed in a row, and
+// skipped if the key is seen taken during the delay: a process that has
+// waited long goes first, and the others mostly do not write at all.
+//
+// # Time
+//
+// Consul accepts session TTLs from 10s to 24h; other TTLs are refused when
+// the Mutex is made (driver.Limiter). The validity window is the TTL,
+// measured from the moment the session was created or last renewed (for a
+// session reused from the pool, that is before the acquire). Consul never
+// ends a session before its TTL, but may take up to twice the TTL to do so
+// after its holder died: a successor may wait that long (plus the
+// lock-delay). The conformance capabilities declare this as ExpiryGrace =
+// TTL.
+//
+// # Lock-delay
+//
+// When a session ends while it holds a key (its TTL ran out, or it was
+// destroyed from outside), Consul refuses to lock that key again for the
+// session's lock-delay. It is there for the holder that lost its session
+// without knowing: it gives it time to notice and stop before someone else
+// can take the lock. Unlock never triggers it (the key is deleted before
+// the session is reused or destroyed). With dlock the validity window
+// already ends before Consul can expire a session, and the monitor below
+// notices a destroyed session at once, so the lock-delay matters mainly for
+// holds that are not monitored and for programs that ignore Done; it costs
+// every takeover after a crash that much more waiting. Nothing announces
+// the end of a lock-delay, so a waiter that meets one retries with an
+// exponential backoff from 10ms up to the lock-delay.
+//
+// # Loss
+//
+// A hold's Done closes as soon as its key is deleted or changes hands:
+// each hold is watched by a blocking query on its key (the monitor), so
+// Done closes within a round trip when the session is destroyed from
+// outside or the key is deleted or overwritten. Each monitor holds an HTTP
+// connection, and Consul accepts only 200 connections per client address by
+// default, so at most `monitors` holds of a Locker (64 by default) are
+// monitored at a time; the others, and all holds with monitors=0, learn of
+// the loss at their next renewal (every TTL/3) or when the portable
+// watchdog gives up at the end of the validity window.
+//
+// # Connections
+//
+// A Locker made by Open or NewFromConfig has clients of its own: at most
+// 32 connections for ordinary requests, plus one per monitor and per key
+// being waited for, idle ones closed after 3s, all closed by Close. A
+// Locker made by New uses the caller's client as it is and leaves its
+// connections alone on Close.
+//
+// # Benchmarks
+//
+// Against the dev agent of the consul topology (make up; 2 shared cores,
+// heavily loaded by other work, so the figures vary from run to run by a
+// factor of two or more; compare within one run only), dlock against the
+// client's own api.Lock, both with a 15s session TTL:
+//
+//	set -a; . .dlock/endpoints.env; set +a
+//	go test -run '^$' -bench VsAPILock -benchtime 800x ./backend/consul/
+//
+// FIGURES
+package consul
