@@ -50,13 +50,14 @@ faults:
 	@test -d faults || { echo "make faults: there is no ./faults directory yet (the fault tests are not written); nothing to run" >&2; exit 1; }
 	scripts/with-servers.sh $(GOTEST) -tags faults ./faults/...
 
+# Vet and staticcheck also see the files behind the faults build tag.
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt -l: not formatted:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet ./...
+	$(GO) vet -tags faults ./...
 	@test -x $(STATICCHECK) && $(STATICCHECK) -version | grep -qF '($(patsubst v%,%,$(STATICCHECK_VERSION)))' || \
 		$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
-	$(STATICCHECK) ./...
+	$(STATICCHECK) -tags faults ./...
 
 # Regenerate compose/ from internal/topology.
 compose:
