@@ -29,6 +29,9 @@ func nativeCommand(t topology.Topology, n topology.Node, dataDir string, aof boo
 		args = append(strings.Fields(topology.ZooKeeperJVMFlags),
 			"-Djava.net.preferIPv4Stack=true",
 			"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+			// Every go-zookeeper connection is "from old client": a
+			// warning per connection buries the useful ones.
+			"-Dorg.slf4j.simpleLogger.log.org.apache.zookeeper.server.ZooKeeperServer=error",
 			"-cp", zkClasspath(), zkMain)
 		return "java", append(args, s.Args...), s.Files
 	case topology.Postgres:
