@@ -1,0 +1,90 @@
+// Package lockctl is the lockctl command: run a command under a
+// distributed lock, show the race a lock prevents, and compare backends.
+// cmd/lockctl is a thin main around Main; the logic lives here so that it
+// can be tested without building the binary.
+package lockctl
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// IO is what a lockctl invocation talks to: the process's standard streams
+// and environment in production, buffers and a map in tests.
+type IO struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// Getenv reads the environment (DLOCK_URL).
+	Getenv func(string) string
+	// Environ is the environment handed to commands lockctl starts.
+	Environ []string
+}
+
+// OSIO is the IO of the running process.
+func OSIO() IO {
+	return IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Environ: os.Environ()}
+}
+
+const usage = `lockctl: distributed locks from the command line.
+
+Usage:
+  lockctl run [flags] KEY -- COMMAND [ARGS...]   run COMMAND while holding the lock KEY
+  lockctl demo [flags]                           show the oversell race, without and with a lock
+  lockctl bench [flags] --backend URL ...        compare backends: throughput, latency, handoff
+  lockctl help [COMMAND]                         show help ("lockctl COMMAND --help" too)
+
+Backends are URLs (?ttl=10s sets the default lease); built in:
+%s
+The default backend is $DLOCK_URL when set, else file://.
+
+Exit status of lockctl run: the command's own (128+N if it died of signal N),
+or one of lockctl's own codes:
+  64  usage error: bad flag, key, TTL or URL
+  69  backend error: the backend could not be reached or failed
+  75  not acquired: the lock is held elsewhere and --wait ran out (or was 0)
+  76  lock lost while the command ran (the command was signalled)
+  126 the command could not be executed; 127 it was not found
+lockctl demo and bench exit 0, or 64 (usage) or 69 (backend error).
+`
+
+// Main runs lockctl with args (without the program name) and returns the
+// exit status.
+func Main(ctx context.Context, args []string, sys IO) int {
+	if len(args) == 0 {
+		fmt.Fprint(sys.Stderr, topUsage())
+		return ExitUsage
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "run":
+		return runMain(ctx, rest, sys)
+	case "demo":
+		return demoMain(ctx, rest, sys)
+	case "bench":
+		return benchMain(ctx, rest, sys)
+	case demoWorkerCmd:
+		return demoWorkerMain(ctx, rest, sys)
+	case "help", "-h", "-help", "--help":
+		if len(rest) == 0 {
+			fmt.Fprint(sys.Stdout, topUsage())
+			return 0
+		}
+		if len(rest) == 1 {
+			switch rest[0] {
+			case "run", "demo", "bench":
+				return Main(ctx, []string{rest[0], "--help"}, sys)
+			}
+		}
+		return usageError(sys.Stderr, "help: unknown command %q (commands: run, demo, bench)", strings.Join(rest, " "))
+	default:
+		return usageError(sys.Stderr, "unknown command %q (commands: run, demo, bench; see lockctl --help)", cmd)
+	}
+}
+
+func topUsage() string {
+	return fmt.Sprintf(usage, schemeLines())
+}

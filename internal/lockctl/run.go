@@ -1,0 +1,232 @@
+package lockctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+const runHelp = `Usage: lockctl run [flags] KEY -- COMMAND [ARGS...]
+
+Runs COMMAND while holding the lock KEY, as flock(1), etcdctl lock and
+consul lock do, on every backend: a cron job started on several machines
+runs on one at a time.
+
+  lockctl run --wait 0 nightly-report -- ./report.sh        # skip if running elsewhere
+  lockctl run --backend etcd://10.0.0.1:2379 db-migrate -- make migrate
+
+While COMMAND runs, lockctl renews the lease (every TTL/3) and:
+  - gives COMMAND DLOCK_KEY (the key) and DLOCK_TOKEN (the fencing token,
+    larger for every new holder of KEY: hand it to what the lock protects);
+  - forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to
+    COMMAND's process group (COMMAND runs in a group of its own, made the
+    terminal's foreground job when lockctl is one);
+  - if the lock is lost (renewals failed, or it was broken from outside),
+    signals the group at once: SIGTERM, then SIGKILL after --grace
+    (--on-lost term), or SIGKILL (--on-lost kill). The loss is noticed
+    before the lease can expire elsewhere when renewals fail; a lock broken
+    from outside may already be held by someone else. COMMAND also gets the
+    --on-lost signal if lockctl itself dies.
+When COMMAND ends, the lock is released and lockctl exits with COMMAND's
+status (128+N if it died of signal N), except:
+  64  usage error (bad flag, key, TTL or URL)
+  69  backend error (unreachable or failing backend)
+  75  not acquired: KEY is held elsewhere and --wait ran out, or was 0
+  76  the lock was lost while COMMAND ran (whatever COMMAND's status)
+  126 COMMAND could not be executed, 127 COMMAND was not found
+  128+N lockctl was interrupted by signal N while waiting for the lock
+
+The backend is --backend, else $DLOCK_URL, else file:// (one host, no server).
+`
+
+// runConfig is a parsed lockctl run command line.
+type runConfig struct {
+	url     string
+	key     string
+	ttl     time.Duration // 0: the backend URL's default
+	wait    time.Duration // < 0: forever
+	onLost  syscall.Signal
+	grace   time.Duration // < 0: TTL/20
+	verbose bool
+	argv    []string
+}
+
+func runMain(ctx context.Context, args []string, sys IO) int {
+	cfg, code, ok := parseRun(args, sys)
+	if !ok {
+		return code
+	}
+	return run(ctx, cfg, sys)
+}
+
+func parseRun(args []string, sys IO) (runConfig, int, bool) {
+	cfg := runConfig{grace: -1}
+	fs := newFlags("run", runHelp, sys)
+	fs.StringVar(&cfg.url, "backend", "", "backend `URL` (default $DLOCK_URL, else file://)")
+	fs.DurationVar(&cfg.ttl, "ttl", 0, "lease `length`; renewed every TTL/3 while COMMAND runs (default: the URL's ttl=, else 30s)")
+	wait := waitValue{d: -1}
+	fs.Var(&wait, "wait", "how long to wait for the lock: a `duration`, 0 to fail at once, or forever")
+	nonblock := fs.Bool("n", false, "same as --wait 0")
+	onLost := fs.String("on-lost", "term", "what COMMAND gets when the lock is lost: `term` (SIGTERM, SIGKILL after --grace) or kill")
+	grace := graceValue{d: -1}
+	fs.Var(&grace, "grace", "with --on-lost term, `time` between SIGTERM and SIGKILL")
+	fs.BoolVar(&cfg.verbose, "v", false, "report acquisition and release on stderr")
+	if code, ok := parseFlags(fs, args, sys); !ok {
+		return cfg, code, false
+	}
+	cfg.wait, cfg.grace = wait.d, grace.d
+	if *nonblock {
+		cfg.wait = 0
+	}
+	switch *onLost {
+	case "term", "TERM", "SIGTERM":
+		cfg.onLost = syscall.SIGTERM
+	case "kill", "KILL", "SIGKILL":
+		cfg.onLost = syscall.SIGKILL
+	default:
+		return cfg, usageError(sys.Stderr, "run: --on-lost %q: want term or kill", *onLost), false
+	}
+	if cfg.ttl < 0 {
+		return cfg, usageError(sys.Stderr, "run: --ttl %v: want a positive duration", cfg.ttl), false
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		return cfg, usageError(sys.Stderr, "run: missing KEY and COMMAND: lockctl run [flags] KEY -- COMMAND [ARGS...]"), false
+	}
+	cfg.key, rest = rest[0], rest[1:]
+	switch {
+	case len(rest) > 0 && rest[0] == "--":
+		rest = rest[1:]
+	case len(rest) > 0 && strings.HasPrefix(rest[0], "-") && slices.Contains(rest, "--"):
+		return cfg, usageError(sys.Stderr, "run: flag %s after KEY: flags go before KEY (lockctl run [flags] KEY -- COMMAND)", rest[0]), false
+	}
+	if len(rest) == 0 {
+		return cfg, usageError(sys.Stderr, "run: missing COMMAND: lockctl run [flags] KEY -- COMMAND [ARGS...]"), false
+	}
+	cfg.argv = rest
+	cfg.url = backendURL(cfg.url, sys)
+	return cfg, 0, true
+}
+
+// forwarded are the signals lockctl passes on to COMMAND.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+
+func run(ctx context.Context, cfg runConfig, sys IO) int {
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+
+	if strings.HasPrefix(strings.ToLower(cfg.url), "mem:") {
+		fmt.Fprintln(sys.Stderr, "lockctl: warning: mem:// locks exclude only within this lockctl process; use file:// or a server")
+	}
+	l, err := open(ctx, cfg.url)
+	if err != nil {
+		return fail(sys.Stderr, err)
+	}
+	defer l.Close()
+	var opts []dlock.Option
+	if cfg.ttl > 0 {
+		opts = append(opts, dlock.WithTTL(cfg.ttl))
+	}
+	m, err := l.NewMutex(cfg.key, opts...)
+	if err != nil {
+		return fail(sys.Stderr, err)
+	}
+	if code, ok := acquire(ctx, m, cfg, sigs, sys); !ok {
+		return code
+	}
+	if cfg.verbose {
+		fmt.Fprintf(sys.Stderr, "lockctl: acquired %q (token %d, lease %v) on %s\n", cfg.key, m.Token(), m.Lease().TTL, redact(cfg.url))
+	}
+	if cfg.grace < 0 {
+		cfg.grace = m.Lease().TTL / 20
+	}
+	return supervise(m, cfg, sigs, sys)
+}
+
+// acquire takes the lock, waiting as --wait says; a forwarded signal ends
+// the wait. It returns (0, true) when the lock is held.
+func acquire(ctx context.Context, m dlock.Mutex, cfg runConfig, sigs <-chan os.Signal, sys IO) (int, bool) {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var got os.Signal
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case got = <-sigs:
+			cancel()
+		case <-stop:
+		}
+	}()
+	err := lockFor(actx, m, cfg.wait)
+	close(stop)
+	<-stopped
+	if got != nil {
+		if err == nil {
+			unlock(m, sys)
+		}
+		fmt.Fprintf(sys.Stderr, "lockctl: interrupted by %v while waiting for %q\n", got, cfg.key)
+		return exitSignalBase + int(got.(syscall.Signal)), false
+	}
+	switch {
+	case err == nil:
+		return 0, true
+	case errors.Is(err, dlock.ErrNotAcquired) && cfg.wait > 0:
+		fmt.Fprintf(sys.Stderr, "lockctl: %q still held by another owner after waiting %v\n", cfg.key, cfg.wait)
+		return ExitNotAcquired, false
+	case errors.Is(err, dlock.ErrNotAcquired):
+		fmt.Fprintf(sys.Stderr, "lockctl: %q is held by another owner\n", cfg.key)
+		return ExitNotAcquired, false
+	default:
+		return fail(sys.Stderr, err), false
+	}
+}
+
+// lockFor takes m: one attempt when wait is 0, else waiting up to wait
+// (forever when negative). A wait that runs out is ErrNotAcquired.
+func lockFor(ctx context.Context, m dlock.Mutex, wait time.Duration) error {
+	switch {
+	case wait == 0:
+		ctx, cancel := context.WithTimeout(ctx, openTimeout)
+		defer cancel()
+		return m.TryLock(ctx)
+	case wait > 0:
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		// One attempt first: if the backend answers "held", a wait that
+		// then runs out means the lock stayed held. (Lock alone cannot
+		// tell: on backends that queue on the server, dlock reports a
+		// deadline reached while queued as possibly unavailable.)
+		err := m.TryLock(wctx)
+		if !errors.Is(err, dlock.ErrNotAcquired) {
+			return err
+		}
+		err = m.Lock(wctx)
+		if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return fmt.Errorf("%w: still held after %v", dlock.ErrNotAcquired, wait)
+		}
+		return err
+	default:
+		return m.Lock(ctx)
+	}
+}
+
+// unlock releases m, bounded in time; it reports whether the hold was lost.
+func unlock(m dlock.Mutex, sys IO) (lost bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
+	defer cancel()
+	err = m.Unlock(ctx)
+	if err != nil && !errors.Is(err, dlock.ErrLockLost) {
+		fmt.Fprintf(sys.Stderr, "lockctl: warning: %v (the lease ends by itself after its TTL)\n", err)
+	}
+	return errors.Is(err, dlock.ErrLockLost), err
+}
