@@ -63,7 +63,11 @@ var backends = []backend{
 	{name: "file", ttl: time.Second},
 	{name: "redis", envVar: "DLOCK_REDIS_URL", ttl: time.Second},
 	{name: "etcd", envVar: "DLOCK_ETCD_URL", ttl: 2 * time.Second},
+	{name: "redlock", envVar: "DLOCK_REDLOCK_URL", ttl: time.Second},
 	{name: "zookeeper", envVar: "DLOCK_ZK_URL", query: "session_timeout=2s", ttl: 2 * time.Second},
+	// Consul sessions last at least 10s; with no lock-delay a lock is free
+	// as soon as its session ends.
+	{name: "consul", envVar: "DLOCK_CONSUL_URL", query: "lockdelay=0s", ttl: 10 * time.Second},
 }
 
 // forEachBackend runs fn as a subtest per backend with its URL.
