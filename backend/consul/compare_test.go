@@ -43,21 +43,6 @@ func benchLocker(b *testing.B, raw string) dlock.Locker {
 	return l
 }
 
-// apiClient makes a Consul client of its own, as a separate process has.
-func apiClient(b *testing.B, raw string) *api.Client {
-	b.Helper()
-	cfg := api.DefaultConfig()
-	cfg.Address = testURL(b, raw, "").Host
-	tr := api.DefaultConfig().Transport
-	cfg.Transport = tr
-	c, err := api.NewClient(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(tr.CloseIdleConnections)
-	return c
-}
-
 func apiLock(b *testing.B, c *api.Client, key string) *api.Lock {
 	b.Helper()
 	l, err := c.LockOpts(&api.LockOptions{Key: key, SessionTTL: benchTTL.String()})
@@ -103,7 +88,7 @@ func BenchmarkVsAPILock(b *testing.B) {
 		benchUncontended(b, c)
 	})
 	b.Run("Uncontended/api.Lock", func(b *testing.B) {
-		benchUncontended(b, apiContender(apiLock(b, apiClient(b, raw), key("apilock-uncontended"))))
+		benchUncontended(b, apiContender(apiLock(b, newClient(b, raw), key("apilock-uncontended"))))
 	})
 	// Eight contenders, each with its own Locker (own connections and
 	// sessions), as eight processes would be.
@@ -135,7 +120,7 @@ func BenchmarkVsAPILock(b *testing.B) {
 	b.Run("Contended/api.Lock", func(b *testing.B) {
 		cs := make([]contender, 8)
 		for i := range cs {
-			cs[i] = apiContender(apiLock(b, apiClient(b, raw), key("apilock-contended")))
+			cs[i] = apiContender(apiLock(b, newClient(b, raw), key("apilock-contended")))
 		}
 		benchContended(b, cs)
 	})

@@ -38,11 +38,14 @@ func testURL(t testing.TB, raw string, params string) *url.URL {
 // admin is a separate client, as an operator's would be.
 type admin struct{ c *api.Client }
 
-func newAdmin(t testing.TB, raw string) admin {
+func newAdmin(t testing.TB, raw string) admin { return admin{newClient(t, raw)} }
+
+// newClient makes a Consul client of its own for the agent at raw, as a
+// separate process would have; its connections close when the test ends.
+func newClient(t testing.TB, raw string) *api.Client {
 	t.Helper()
-	u := testURL(t, raw, "")
 	cfg := api.DefaultConfig()
-	cfg.Address = u.Host
+	cfg.Address = testURL(t, raw, "").Host
 	tr := api.DefaultConfig().Transport
 	cfg.Transport = tr
 	c, err := api.NewClient(cfg)
@@ -50,7 +53,7 @@ func newAdmin(t testing.TB, raw string) admin {
 		t.Fatal(err)
 	}
 	t.Cleanup(tr.CloseIdleConnections)
-	return admin{c}
+	return c
 }
 
 // breakLease destroys the session holding key, as an operator would.

@@ -11,17 +11,19 @@ import (
 
 // Fairness between processes. Consul has no queue for a KV lock: when the
 // key is freed, every waiting process tries at once and the quickest wins.
-// The releasing process is usually quickest (its next local waiter starts
-// the moment the release returns), so without help a remote waiter can lose
-// every race and starve, as api.Lock's waiters do.
+// The releasing process is often quickest (its next local waiter starts
+// the moment the release returns), so without help a remote waiter can
+// lose race after race and starve, as api.Lock's waiters do.
 //
 // So, on a key that this driver has recently failed to take, an attempt is
 // preceded by a random delay of up to maxJitter, halved for every attempt
 // this driver has failed in a row: a process that has waited long goes
-// almost at once, one that just held the key steps back, and waiters do not
-// all stampede the server at the same instant. If this driver's watch sees
-// the key taken during the delay, the attempt is skipped. A key nobody
-// contends costs nothing: no delay is ever added to it.
+// almost at once, one that just held the key steps back a little, and
+// waiters do not all hit the server at the same instant. If this driver's
+// watch sees the key taken during the delay, the attempt is skipped (no
+// write). A key nobody contends costs nothing: no delay is ever added to
+// it. The delay is kept small: in our runs on a dev agent, a longer one
+// lengthened handoffs without making them any fairer.
 const (
 	// maxJitter is the largest delay before an attempt on a contended key.
 	maxJitter = time.Millisecond

@@ -3,6 +3,7 @@ package consul
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -256,5 +257,47 @@ func TestNewWithOwnClient(t *testing.T) {
 	kv, _, err := c.KV().Get(testPrefix+"/"+encodeKey(m.Key()), nil)
 	if err != nil || kv != nil {
 		t.Fatalf("key after Close: %+v, %v; want deleted", kv, err)
+	}
+}
+
+// Close ends everything the Locker started: monitors, watches of waiting
+// Locks, background cleanup, and the connections of its own clients.
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	base := runtime.NumGoroutine()
+	l := testLocker(t, "lockdelay=0s")
+	other := testLocker(t, "lockdelay=0s")
+	key := testKey(t, "k")
+	held, _ := l.NewMutex(key, dlock.WithTTL(MinTTL))
+	if err := held.Lock(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	// A waiter of its own Locker on a key another Locker holds: a watch.
+	busy := testKey(t, "busy")
+	ob, _ := other.NewMutex(busy, dlock.WithTTL(MinTTL))
+	if err := ob.Lock(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	waiter, _ := l.NewMutex(busy, dlock.WithTTL(MinTTL))
+	waited := make(chan error, 1)
+	go func() { waited <- waiter.Lock(ctxFor(t, time.Minute)) }()
+	time.Sleep(300 * time.Millisecond) // let it watch
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := <-waited; !errors.Is(err, dlock.ErrClosed) {
+		t.Fatalf("waiting Lock when its Locker closed: %v; want ErrClosed", err)
+	}
+	if err := other.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	// Well before idle connections would time out on their own: Close
+	// must close them.
+	deadline := time.Now().Add(idleConnTimeout - time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
