@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock/driver"
@@ -104,11 +105,17 @@ func (d *drv) enqueue(ctx context.Context, req driver.Request) (*hold, string, e
 // whole TTL) or was revoked, or someone deleted the entry.
 var errQueuedLost = fmt.Errorf("etcd: queue entry deleted while waiting (lease expired or revoked): %w", driver.ErrLockLost)
 
-// wait blocks until h's entry is the oldest of its queue. It watches the
-// entry created just before h's (pred), from the current revision so the
-// watch is synced and sees a deletion at once, then re-reads the queue, so a
-// deletion that happened before the watch existed is not missed either. It
-// keeps h's lease alive meanwhile, and also watches h's own entry: the
+// wait blocks until h's entry is the oldest of its queue.
+//
+// It watches only pred, the entry created just before h's. That watch
+// starts at the current revision, so etcd keeps it synced and reports the
+// deletion at once (a watch started at an older revision is caught up only
+// every 100ms), and the queue is then read again, so that a deletion before
+// the watch existed is not missed. The read is skipped when the watch
+// started at the very revision of the enqueue: nothing changed in between.
+// Every grant follows a read that saw h's entry and no earlier one.
+//
+// Meanwhile wait keeps h's lease alive and watches h's own entry; the
 // returned watch becomes the hold's loss watch.
 func (d *drv) wait(ctx context.Context, h *hold, pred string) (own keyWatch, err error) {
 	var pw keyWatch // on pred
@@ -120,67 +127,73 @@ func (d *drv) wait(ctx context.Context, h *hold, pred string) (own keyWatch, err
 	}()
 	ka := time.NewTimer(keepAliveDelay(h.lease))
 	defer ka.Stop()
-	needOwn, needPred := true, true
+	ownFrom := h.rev + 1 // the own watch starts here: h's entry existed before
+	fresh := true        // the enqueue's read is all the watch may have missed
+	predGone := false    // pred was deleted: read before watching anything
+	var at int64         // a revision the watches cover everything after
 	for {
-		if needOwn {
-			own.stop()
-			own = d.watchDelete(h.ctx, h.key, clientv3.WithCreatedNotify())
-			if err := d.created(ctx, own); err != nil {
-				return own, err
-			}
-			needOwn = false
-		}
-		if needPred {
-			pw.stop()
+		read := true
+		if pw.ch == nil && !predGone {
 			pw = d.watchDelete(h.ctx, pred, clientv3.WithCreatedNotify())
-			if err := d.created(ctx, pw); err != nil {
+			if at, err = d.created(ctx, pw); err != nil {
 				return own, err
 			}
-			needPred = false
+			// The member serving the watch may not have applied the
+			// enqueue yet: reading at h.rev then would not find h.
+			read = !fresh || at > h.rev
+			at = max(at, h.rev)
 		}
-		// Both watches run: re-read own entry and predecessor.
-		resp, err := d.cli.Txn(ctx).Then(
-			clientv3.OpGet(h.key, clientv3.WithKeysOnly()),
-			clientv3.OpGet(h.queue, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(h.rev-1), clientv3.WithKeysOnly())...),
-		).Commit()
-		if err != nil {
-			return own, mapErr(ctx, err)
+		fresh = false
+		if read {
+			resp, rev, err := d.readQueue(ctx, h, at)
+			if err != nil {
+				return own, mapErr(ctx, err)
+			}
+			mine := resp.Responses[0].GetResponseRange().Kvs
+			if len(mine) == 0 || mine[0].CreateRevision != h.rev {
+				return own, errQueuedLost
+			}
+			ownFrom = rev + 1
+			before := resp.Responses[1].GetResponseRange().Kvs
+			if len(before) == 0 {
+				return own, nil
+			}
+			if k := string(before[0].Key); k != pred || pw.ch == nil {
+				pw.stop()
+				pred, predGone = k, false
+				continue
+			}
 		}
-		mine := resp.Responses[0].GetResponseRange().Kvs
-		if len(mine) == 0 || mine[0].CreateRevision != h.rev {
-			return own, errQueuedLost
-		}
-		before := resp.Responses[1].GetResponseRange().Kvs
-		if len(before) == 0 {
-			return own, nil
-		}
-		if k := string(before[0].Key); k != pred || pw.ch == nil {
-			pred, needPred = k, true
-			continue
+		if own.ch == nil {
+			own = d.watchDelete(h.ctx, h.key, clientv3.WithRev(ownFrom))
 		}
 	waiting:
 		for {
 			select {
 			case wr, ok := <-pw.ch:
 				if !ok || wr.Err() != nil {
-					needPred = true
+					pw.stop() // broken: watch again, then read
+					at = 0
 					break waiting
 				}
 				if hasDelete(wr) {
-					pw.stop() // gone: re-read who is first now
+					pw.stop()
+					predGone, at = true, wr.Header.Revision
 					break waiting
 				}
 			case wr, ok := <-own.ch:
-				if !ok || wr.Err() != nil {
-					if d.isDone() {
-						return own, driver.ErrClosed
+				if ok && wr.Err() == nil {
+					if hasDelete(wr) {
+						return own, errQueuedLost
 					}
-					needOwn = true
-					break waiting
+					continue
 				}
-				if hasDelete(wr) {
-					return own, errQueuedLost
+				if d.isDone() {
+					return own, driver.ErrClosed
 				}
+				own.stop() // broken: read, then watch from the read
+				at = 0
+				break waiting
 			case <-ka.C:
 				kctx, cancel := context.WithTimeout(ctx, max(h.ttl()/3, time.Second))
 				err := d.leases.keepAlive(kctx, h.lease)
@@ -204,6 +217,36 @@ func (d *drv) wait(ctx context.Context, h *hold, pred string) (own keyWatch, err
 	}
 }
 
+// readQueue reads h's own entry and its predecessor, and returns the
+// revision it read at. With at > 0 it reads the state at revision at, from
+// whichever member answers and without a round of consensus (serializable):
+// that is enough because the watches cover every change after at. A member
+// that has not applied at yet, or has compacted it, is asked again for the
+// latest state (linearizable).
+func (d *drv) readQueue(ctx context.Context, h *hold, at int64) (*clientv3.TxnResponse, int64, error) {
+	ops := func(opts ...clientv3.OpOption) []clientv3.Op {
+		return []clientv3.Op{
+			clientv3.OpGet(h.key, append(opts, clientv3.WithKeysOnly())...),
+			clientv3.OpGet(h.queue, append(append(opts, clientv3.WithLastCreate()...),
+				clientv3.WithMaxCreateRev(h.rev-1), clientv3.WithKeysOnly())...),
+		}
+	}
+	if at > 0 {
+		resp, err := d.cli.Txn(ctx).Then(ops(clientv3.WithRev(at), clientv3.WithSerializable())...).Commit()
+		if err == nil {
+			return resp, at, nil
+		}
+		if !errors.Is(err, rpctypes.ErrFutureRev) && !errors.Is(err, rpctypes.ErrCompacted) {
+			return nil, 0, err
+		}
+	}
+	resp, err := d.cli.Txn(ctx).Then(ops()...).Commit()
+	if err != nil {
+		return nil, 0, err
+	}
+	return resp, resp.Header.Revision, nil
+}
+
 // keepAliveDelay is how long until l should be kept alive: a third of its
 // TTL after its last extension.
 func keepAliveDelay(l *lease) time.Duration {
@@ -216,20 +259,18 @@ func keepAliveDelay(l *lease) time.Duration {
 // by the entry's create revision.
 func (d *drv) abandon(ctx context.Context, h *hold, cause error) {
 	h.cancel()
-	if errors.Is(cause, driver.ErrLockLost) {
-		return // the entry is gone, and so probably is the lease
-	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	_, err := d.cli.Txn(cctx).
 		If(clientv3.Compare(clientv3.CreateRevision(h.key), "=", h.rev)).
 		Then(clientv3.OpDelete(h.key)).
 		Commit()
-	if err != nil {
+	switch {
+	case err != nil:
 		_ = d.leases.revoke(cctx, h.lease)
-		return
+	case !errors.Is(cause, driver.ErrLockLost):
+		d.leases.put(h.lease) // otherwise the lease is probably gone
 	}
-	d.leases.put(h.lease)
 }
 
 // undo cleans up after an acquire transaction whose outcome is unknown: it

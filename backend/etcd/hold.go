@@ -37,14 +37,17 @@ func (h *hold) ttl() time.Duration {
 
 func (h *hold) markLost() { h.lostOnce.Do(func() { close(h.lost) }) }
 
+// lazyWatch is how long a hold granted at once runs before its entry is
+// watched. A watch costs the server about as much as the lock itself, and
+// most holds are short; started from the entry's create revision, the late
+// watch still reports a deletion that happened before it existed.
+const lazyWatch = 20 * time.Millisecond
+
 // granted turns h into a driver.Hold and starts watching its entry for
 // deletion: lease expiry or revocation deletes it. own is the watch set up
 // while waiting, if any. Since is the send time of the grant or keepalive
 // that last extended the lease, which may predate a long wait.
 func (d *drv) granted(h *hold, own keyWatch) driver.Hold {
-	if own.ch == nil {
-		own = d.watchDelete(h.ctx, h.key, clientv3.WithRev(h.rev+1))
-	}
 	d.watchers.Add(1)
 	go d.watchLost(h, own)
 	since, ttl := h.lease.state()
@@ -56,6 +59,16 @@ func (d *drv) granted(h *hold, own keyWatch) driver.Hold {
 func (d *drv) watchLost(h *hold, w keyWatch) {
 	defer d.watchers.Done()
 	defer func() { w.stop() }()
+	if w.ch == nil {
+		t := time.NewTimer(lazyWatch)
+		select {
+		case <-t.C:
+			w = d.watchDelete(h.ctx, h.key, clientv3.WithRev(h.rev+1))
+		case <-h.ctx.Done():
+			t.Stop()
+			return
+		}
+	}
 	for {
 		select {
 		case wr, ok := <-w.ch:
@@ -173,25 +186,26 @@ func (w *keyWatch) stop() {
 }
 
 // created waits for the creation notice of a watch made with
-// WithCreatedNotify: from then on it reports every change.
-func (d *drv) created(ctx context.Context, w keyWatch) error {
+// WithCreatedNotify: from then on it reports every change. It returns the
+// revision the watch started after.
+func (d *drv) created(ctx context.Context, w keyWatch) (int64, error) {
 	select {
 	case wr, ok := <-w.ch:
 		switch {
 		case !ok:
 			if d.isDone() {
-				return driver.ErrClosed
+				return 0, driver.ErrClosed
 			}
-			return driver.Unavailable(errWatchBroken)
+			return 0, driver.Unavailable(errWatchBroken)
 		case wr.Err() != nil:
-			return mapErr(ctx, wr.Err())
+			return 0, mapErr(ctx, wr.Err())
 		case !wr.Created:
-			return driver.Unavailable(fmt.Errorf("etcd: watch answered before its creation notice"))
+			return 0, driver.Unavailable(fmt.Errorf("etcd: watch answered before its creation notice"))
 		}
-		return nil
+		return wr.Header.Revision, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, ctx.Err()
 	case <-d.closed:
-		return driver.ErrClosed
+		return 0, driver.ErrClosed
 	}
 }

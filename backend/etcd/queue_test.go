@@ -3,6 +3,8 @@ package etcd_test
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,5 +187,72 @@ func TestEscape(t *testing.T) {
 	}
 	if got := etcd.Escape("a/b c%"); got != "a%2Fb%20c%25" {
 		t.Fatalf("Escape = %q", got)
+	}
+}
+
+// Waiters that give up at random points while others queue behind them:
+// exclusion holds, tokens rise, and the queue ends empty.
+func TestQueueChurn(t *testing.T) {
+	for _, tp := range topologies {
+		t.Run(tp.name, func(t *testing.T) {
+			e := newEnv(t, tp.envVar)
+			const (
+				key     = "churn"
+				workers = 6
+				rounds  = 15
+			)
+			ctx := ctxFor(t, 2*time.Minute)
+			var (
+				inside, overlaps, taken atomic.Int32
+				mu                      sync.Mutex
+				last                    dlock.Token
+				wg                      sync.WaitGroup
+			)
+			for w := 0; w < workers; w++ {
+				m, _ := e.mustLocker(t).NewMutex(key)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for r := 0; r < rounds; r++ {
+						// Every third attempt gives up after a few ms.
+						lctx, cancel := ctx, context.CancelFunc(func() {})
+						if (w+r)%3 == 0 {
+							lctx, cancel = context.WithTimeout(ctx, time.Duration(1+r%5)*time.Millisecond)
+						}
+						err := m.Lock(lctx)
+						cancel()
+						if err != nil {
+							if !errors.Is(err, context.DeadlineExceeded) {
+								t.Errorf("Lock: %v", err)
+								return
+							}
+							continue
+						}
+						if inside.Add(1) != 1 {
+							overlaps.Add(1)
+						}
+						mu.Lock()
+						if m.Token() <= last {
+							t.Errorf("token %d after %d", m.Token(), last)
+						}
+						last = m.Token()
+						mu.Unlock()
+						taken.Add(1)
+						time.Sleep(time.Millisecond)
+						inside.Add(-1)
+						if err := m.Unlock(ctx); err != nil {
+							t.Errorf("Unlock: %v", err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if n := overlaps.Load(); n != 0 {
+				t.Fatalf("%d overlapping holds", n)
+			}
+			t.Logf("%d holds", taken.Load())
+			e.waitQueue(t, key, 0)
+		})
 	}
 }

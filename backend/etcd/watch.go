@@ -21,7 +21,7 @@ func (d *drv) Watch(ctx context.Context, key string) (driver.Watch, error) {
 		ch:     d.cli.Watch(wctx, d.queue(key), clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()),
 		cancel: cancel,
 	}
-	if err := d.created(ctx, kw); err != nil {
+	if _, err := d.created(ctx, kw); err != nil {
 		kw.stop()
 		return nil, err
 	}
