@@ -151,12 +151,15 @@ func runWorker(ctx context.Context, cfg WorkerConfig) error {
 			_, _ = c.op(EvWrite, m, token, r.Value+1)
 		}
 
+		// The hold ends, as far as this worker acts, when it starts to
+		// unlock: the next holder may acquire before Unlock returns.
+		unlocking := Mono()
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		err = m.Unlock(uctx)
 		cancel()
 		switch {
 		case err == nil:
-			c.event(Event{Kind: EvRelease, Token: uint64(token)})
+			c.event(Event{Kind: EvRelease, Token: uint64(token), Mono: unlocking})
 		case errors.Is(err, dlock.ErrLockLost):
 			c.event(Event{Kind: EvLost, Token: uint64(token), Mono: <-lostAt, Err: err.Error()})
 		default:
