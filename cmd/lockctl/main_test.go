@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,11 +31,7 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	lockctlBin = filepath.Join(dir, "lockctl")
-	goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goCmd); err != nil {
-		goCmd = "go"
-	}
-	build := exec.Command(goCmd, "build", "-o", lockctlBin, ".")
+	build := exec.Command("go", "build", "-o", lockctlBin, ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building lockctl:", err)

@@ -134,7 +134,7 @@ func runScenario(ctx context.Context, name string, cfg benchConfig, newLocker fu
 			for rs.next() {
 				t0 := time.Now()
 				if err := m.Lock(ctx); err != nil {
-					rs.fail(fmt.Errorf("Lock: %w", err))
+					rs.fail(fmt.Errorf("lock: %w", err))
 					return
 				}
 				got := time.Now()
@@ -148,7 +148,7 @@ func runScenario(ctx context.Context, name string, cfg benchConfig, newLocker fu
 					lastRelease.Store(time.Now().UnixNano())
 				}
 				if err := m.Unlock(ctx); err != nil {
-					rs.fail(fmt.Errorf("Unlock: %w", err))
+					rs.fail(fmt.Errorf("unlock: %w", err))
 					return
 				}
 			}

@@ -40,11 +40,10 @@ func demoProcesses(ctx context.Context, cfg demoConfig, url, key string) ([]orde
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type worker struct {
-		cmd   *exec.Cmd
-		in    io.WriteCloser
-		out   *bufio.Reader
-		errb  strings.Builder
-		ready bool
+		cmd  *exec.Cmd
+		in   io.WriteCloser
+		out  *bufio.Reader
+		errb strings.Builder
 	}
 	ws := make([]*worker, cfg.workers)
 	defer func() {

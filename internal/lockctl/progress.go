@@ -37,7 +37,6 @@ func newProgress(w io.Writer, cfg benchConfig) *progress {
 	p.bar = progressbar.NewOptions64(int64(p.runs)*cfg.duration.Milliseconds(),
 		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetWidth(30),
-		progressbar.OptionShowCount(),
 		progressbar.OptionSetPredictTime(true),
 		progressbar.OptionThrottle(100*time.Millisecond),
 		progressbar.OptionClearOnFinish(),

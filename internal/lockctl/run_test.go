@@ -1,0 +1,79 @@
+package lockctl
+
+import (
+	"bytes"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func testIO(env map[string]string) (IO, *bytes.Buffer, *bytes.Buffer) {
+	var out, errb bytes.Buffer
+	return IO{
+		Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
+		Getenv: func(k string) string { return env[k] },
+	}, &out, &errb
+}
+
+func TestParseRun(t *testing.T) {
+	sys, _, _ := testIO(map[string]string{"DLOCK_URL": "etcd://10.0.0.1:2379"})
+	cfg, _, ok := parseRun([]string{"--ttl", "5s", "--wait", "10s", "--on-lost", "kill", "--grace", "2s", "-v", "job", "--", "sh", "-c", "x"}, sys)
+	if !ok {
+		t.Fatal("parseRun failed")
+	}
+	want := runConfig{url: "etcd://10.0.0.1:2379", key: "job", ttl: 5 * time.Second, wait: 10 * time.Second,
+		onLost: syscall.SIGKILL, grace: 2 * time.Second, verbose: true}
+	if cfg.url != want.url || cfg.key != want.key || cfg.ttl != want.ttl || cfg.wait != want.wait ||
+		cfg.onLost != want.onLost || cfg.grace != want.grace || !cfg.verbose || strings.Join(cfg.argv, " ") != "sh -c x" {
+		t.Fatalf("parseRun = %+v", cfg)
+	}
+
+	// Defaults: wait forever, SIGTERM, grace TTL/20, file:// without DLOCK_URL.
+	sys, _, _ = testIO(nil)
+	cfg, _, ok = parseRun([]string{"job", "true"}, sys)
+	if !ok || cfg.url != "file://" || cfg.wait >= 0 || cfg.onLost != syscall.SIGTERM || cfg.grace >= 0 || cfg.argv[0] != "true" {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+	for args, wait := range map[string]time.Duration{"-n": 0, "--wait=0": 0, "--wait=5": 5 * time.Second, "--wait=forever": -1} {
+		cfg, _, ok = parseRun([]string{args, "job", "--", "true"}, sys)
+		if !ok || cfg.wait != wait {
+			t.Errorf("%s: wait %v; want %v", args, cfg.wait, wait)
+		}
+	}
+	// A flag's value that is "--" is not the separator.
+	cfg, _, ok = parseRun([]string{"--backend", "mem://", "k", "--", "echo", "--", "x"}, sys)
+	if !ok || strings.Join(cfg.argv, " ") != "echo -- x" {
+		t.Fatalf("argv %q; want the command's own -- kept", cfg.argv)
+	}
+}
+
+func TestLongFlags(t *testing.T) {
+	for in, want := range map[string]string{
+		"flag provided but not defined: -bogus":         "flag provided but not defined: --bogus",
+		`invalid value "x" for flag -wait: want`:        `invalid value "x" for flag --wait: want`,
+		"flag provided but not defined: -x":             "flag provided but not defined: -x",
+		`invalid boolean value "q" for -n: parse error`: `invalid boolean value "q" for -n: parse error`,
+	} {
+		if got := longFlags(in); got != want {
+			t.Errorf("longFlags(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"mem://":                         "mem://",
+		"mem://shop":                     "mem://shop",
+		"file:///var/lock/x":             "file:///var/lock/x",
+		"redis://:secret@127.0.0.1:6379": "redis://:xxxxx@127.0.0.1:6379",
+		"etcd://127.0.0.1:2379?ttl=5s":   "etcd://127.0.0.1:2379?ttl=5s",
+	} {
+		if got := redact(in); got != want {
+			t.Errorf("redact(%q) = %q; want %q", in, got, want)
+		}
+	}
+	if got := redact("file://"); !strings.HasPrefix(got, "file:///") {
+		t.Errorf("redact(file://) = %q; want the default directory", got)
+	}
+}
