@@ -7,17 +7,41 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/redislua"
 )
 
-// holdState is the driver's data for one hold.
-type holdState struct {
+// attempt is one acquire attempt and, when it succeeds, the hold.
+type attempt struct {
+	d     *Driver
 	names names
 	owner string
 	ttl   time.Duration // the TTL set on the instances, whole milliseconds
+	// ended is set when the attempt failed or its hold was released. An
+	// acquire that an instance grants after that (a reply that came after
+	// the attempt stopped waiting for it) is undone there at once, so that
+	// a late acquire overtaking the release leaves nothing behind.
+	ended atomic.Bool
+}
+
+// late sees every instance's answer to the acquire.
+func (a *attempt) late(inst int, val any, err error) {
+	if err != nil || !a.ended.Load() {
+		return
+	}
+	if won, _, _, perr := parseAcquire(reply{inst: inst, val: val}); perr == nil && won {
+		// Queued, not awaited: this runs on the instance's flusher.
+		a.d.inst[inst].batch.submit(a.releaseRequest(true), a.d.timeout(a.ttl), newGroup(1, 0, nil))
+	}
+}
+
+// acquired accepts a reply that granted the lock.
+func acquired(val any, err error) bool {
+	won, _, _, perr := parseAcquire(reply{val: val, err: err})
+	return perr == nil && won
 }
 
 // refusal is an instance's answer that another owner holds the key.
@@ -42,15 +66,20 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 	ttl := time.Duration(redislua.Millis(req.TTL)) * time.Millisecond // PX is in whole ms
 	timeout := d.timeout(ttl)
 	nm := d.names(req.Key)
+	a := &attempt{d: d, names: nm, owner: req.Owner, ttl: ttl}
 	start := time.Now()
 
-	replies := d.fanout(ctx, timeout, d.all, request{acquireScript,
-		[]string{nm.lock, nm.counter}, []any{req.Owner, ttl.Milliseconds()}})
+	// Phase 1 waits for a majority of grants, else for every answer. The
+	// instances that have not answered by then still get the request; one
+	// that grants it later just holds the lock with the others (released
+	// at Unlock, or at once if the hold has ended: see attempt.late).
+	replies := d.fanoutUntil(ctx, timeout, d.all, request{acquireScript,
+		[]string{nm.lock, nm.counter}, []any{req.Owner, ttl.Milliseconds()}, a.late}, d.quorum, acquired)
 	var (
 		won      []int    // instances where the lock is ours
 		counters []uint64 // their counters, same order
 		refused  []refusal
-		unknown  []int // no answer: the request may or may not have applied
+		unknown  []int // no answer (yet): the request may or may not have applied
 		firstErr error
 	)
 	for _, r := range replies {
@@ -73,19 +102,19 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 
 	if len(won) < d.quorum {
 		if err := ctx.Err(); err != nil {
-			d.abandon(ctx, nm, req.Owner, mine, true)
+			a.abandon(ctx, mine, true)
 			return driver.Hold{}, err
 		}
 		if answered := len(won) + len(refused); answered < d.quorum {
-			d.abandon(ctx, nm, req.Owner, mine, true)
+			a.abandon(ctx, mine, true)
 			return driver.Hold{}, driver.Unavailable(fmt.Errorf(
 				"redlock: quorum unreachable: %d of %d instances answered, %d needed: %w",
 				answered, len(d.inst), d.quorum, firstErr))
 		}
-		return driver.Hold{}, d.refuse(ctx, nm, req.Owner, mine, won, refused, time.Since(start))
+		return driver.Hold{}, a.refuse(ctx, mine, won, refused, time.Since(start))
 	}
 
-	token, err := d.fence(ctx, timeout, nm, req.Owner, won, counters)
+	token, err := a.fence(ctx, timeout, won, counters)
 	if err == nil {
 		if valid := ttl - d.drift(ttl); time.Since(start) >= valid {
 			err = driver.Unavailable(fmt.Errorf("redlock: the quorum answered after %v, past the validity window of %v",
@@ -93,7 +122,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 		}
 	}
 	if err != nil {
-		d.abandon(ctx, nm, req.Owner, mine, true)
+		a.abandon(ctx, mine, true)
 		if cerr := ctx.Err(); cerr != nil {
 			return driver.Hold{}, cerr
 		}
@@ -105,7 +134,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 		// The portable layer subtracts TTL*0.01 + 2ms from Since + TTL;
 		// a larger drift factor moves Since back by the difference.
 		Since: start.Add(-d.extraDrift(ttl)),
-		State: &holdState{names: nm, owner: req.Owner, ttl: ttl},
+		State: a,
 	}, nil
 }
 
@@ -144,8 +173,8 @@ func parseAcquire(r reply) (won bool, counter uint64, ref refusal, err error) {
 
 // fence is phase 2: it returns the token once it is on a majority of
 // counters, each written while the lock there was ours.
-func (d *Driver) fence(ctx context.Context, timeout time.Duration, nm names, owner string,
-	won []int, counters []uint64) (uint64, error) {
+func (a *attempt) fence(ctx context.Context, timeout time.Duration, won []int, counters []uint64) (uint64, error) {
+	d := a.d
 	token := slices.Max(counters)
 	var behind []int
 	for k, i := range won {
@@ -160,8 +189,9 @@ func (d *Driver) fence(ctx context.Context, timeout time.Duration, nm names, own
 		return token, nil
 	}
 	var firstErr error
-	for _, r := range d.fanout(ctx, timeout, behind, request{fenceScript,
-		[]string{nm.lock, nm.counter}, []any{owner, strconv.FormatUint(token, 10)}}) {
+	for _, r := range d.fanoutUntil(ctx, timeout, behind, request{script: fenceScript,
+		keys: []string{a.names.lock, a.names.counter}, args: []any{a.owner, strconv.FormatUint(token, 10)}},
+		d.quorum-written, flagSet) {
 		switch {
 		case r.err != nil:
 			if firstErr == nil {
@@ -192,8 +222,8 @@ func (d *Driver) fence(ctx context.Context, timeout time.Duration, nm names, own
 // may be waiting on exactly those), and the attempt sleeps a random delay
 // before reporting, as the Redlock algorithm asks, so that the contenders
 // do not retry in lockstep.
-func (d *Driver) refuse(ctx context.Context, nm names, owner string, mine, won []int,
-	refused []refusal, elapsed time.Duration) error {
+func (a *attempt) refuse(ctx context.Context, mine, won []int, refused []refusal, elapsed time.Duration) error {
+	d := a.d
 	perHolder := map[string]int{}
 	winner := false
 	for _, r := range refused {
@@ -202,7 +232,7 @@ func (d *Driver) refuse(ctx context.Context, nm names, owner string, mine, won [
 			winner = true
 		}
 	}
-	d.abandon(ctx, nm, owner, mine, !winner)
+	a.abandon(ctx, mine, !winner)
 
 	// Wait until enough refusing instances are free to make a quorum with
 	// the ones this attempt found free.
@@ -231,17 +261,20 @@ func (d *Driver) refuse(ctx context.Context, nm names, owner string, mine, won [
 	return &driver.HeldError{Remaining: remaining}
 }
 
-// abandon releases the lock on the instances in idx after a failed
-// attempt, in parallel and even when ctx has ended (bounded by the
-// per-instance timeout). It is best effort: an instance that does not
-// answer keeps the lock until its TTL.
-func (d *Driver) abandon(ctx context.Context, nm names, owner string, idx []int, publish bool) {
+// abandon ends a failed attempt: it releases the lock on the instances in
+// idx, in parallel and even when ctx has ended (bounded by the
+// per-instance timeout). Where an acquire is still on its way, the release
+// follows its answer (see late). An instance that never answers keeps the
+// lock until its TTL.
+func (a *attempt) abandon(ctx context.Context, idx []int, publish bool) {
+	a.ended.Store(true)
 	if len(idx) == 0 {
 		return
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Timeout)
+	timeout := a.d.timeout(a.ttl)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	d.release(cctx, d.cfg.Timeout, nm, owner, idx, publish)
+	a.d.release(cctx, timeout, a, idx, publish)
 }
 
 // drift is the clock-drift allowance for ttl: TTL*Drift + 2ms.

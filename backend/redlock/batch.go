@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,8 @@ const maxBatches = 4
 // more than about the timeout.
 type batcher struct {
 	client *redis.Client
+	in     *instance // its counters
+	index  int       // its index in Driver.inst
 
 	mu       sync.Mutex
 	queue    []*call
@@ -42,17 +45,87 @@ var busy = time.Unix(1<<40, 0)
 // call is one request to one instance.
 type call struct {
 	req     request
+	b       *batcher
 	timeout time.Duration
+	group   *group
 	sent    atomic.Int64 // UnixNano when its pipeline was sent; 0 while queued
-	dropped atomic.Bool  // the caller gave up before it was sent
+	dropped atomic.Int32 // why the caller gave up before it was sent: a drop* value
 	val     any
 	err     error
 	done    chan struct{} // closed once val and err are set
 }
 
-// submit queues req and returns at once; wait collects the answer.
-func (b *batcher) submit(req request, timeout time.Duration) *call {
-	c := &call{req: req, timeout: timeout, done: make(chan struct{})}
+// Reasons to drop a call that has not been sent.
+const (
+	keep        = iota
+	dropStalled // queued behind a pipeline the instance left unanswered
+	dropEnded   // the caller's context ended
+)
+
+// errNotSent is the answer of a call dropped because its caller's context
+// ended before it was sent.
+var errNotSent = errors.New("not sent: the caller's context ended first")
+
+// group is the calls of one fan-out: the caller is woken once, when the
+// last of them is answered, or as soon as enough of them succeeded, rather
+// than once per instance.
+type group struct {
+	pending atomic.Int32
+	done    chan struct{} // closed when every call is answered
+
+	// For fan-outs that may end early: enough is closed when need calls
+	// answered with a reply that ok accepts.
+	ok     func(val any, err error) bool
+	need   int32
+	got    atomic.Int32
+	enough chan struct{}
+}
+
+func newGroup(n int, need int, ok func(any, error) bool) *group {
+	g := &group{done: make(chan struct{})}
+	g.pending.Store(int32(n))
+	if ok != nil {
+		g.ok, g.need, g.enough = ok, int32(need), make(chan struct{})
+	}
+	return g
+}
+
+// finish records c's answer, counts it in the instance's counters, and
+// lets the request's late hook see it.
+func (c *call) finish(val any, err error) {
+	c.val, c.err = val, err
+	close(c.done)
+	if err != nil && !errors.Is(err, errNotSent) {
+		c.b.in.errors.Add(1)
+		if isTimeout(err) {
+			c.b.in.timeouts.Add(1)
+		}
+	}
+	if c.req.late != nil {
+		c.req.late(c.b.index, val, err)
+	}
+	g := c.group
+	if g.ok != nil && g.ok(val, err) && g.got.Add(1) == g.need {
+		close(g.enough)
+	}
+	if g.pending.Add(-1) == 0 {
+		close(g.done)
+	}
+}
+
+func (c *call) answered() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// submit queues req and returns at once; the caller waits on g.
+func (b *batcher) submit(req request, timeout time.Duration, g *group) *call {
+	b.in.requests.Add(1)
+	c := &call{req: req, b: b, timeout: timeout, group: g, done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	slot := -1
@@ -73,42 +146,22 @@ func (b *batcher) submit(req request, timeout time.Duration) *call {
 	return c
 }
 
-// wait returns c's answer, ctx's error, or errNoAnswer once c has been
-// out for its timeout (or queued that long behind a stalled instance).
-func (b *batcher) wait(ctx context.Context, c *call) (any, error) {
-	t := time.NewTimer(c.timeout)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.done:
-			return c.val, c.err
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		select {
-		case <-c.done:
-			return c.val, c.err
-		default:
-		}
-		if ctx.Err() != nil {
-			c.dropped.Store(true)
-			return nil, ctx.Err()
-		}
-		now := time.Now()
-		if sent := c.sent.Load(); sent != 0 {
-			left := time.Unix(0, sent).Add(c.timeout).Sub(now)
-			if left <= 0 {
-				return nil, errNoAnswer
-			}
-			t.Reset(left)
-			continue
-		}
-		if b.stalled(now, c.timeout) {
-			c.dropped.Store(true)
-			return nil, errNoAnswer
-		}
-		t.Reset(max(c.timeout/8, time.Millisecond))
+// expired reports whether the caller should stop waiting for c at now:
+// it has been out for its timeout, or it is still queued behind a pipeline
+// the instance has left unanswered for longer than that. Otherwise it
+// returns when to look again.
+func (b *batcher) expired(c *call, submitted, now time.Time) (bool, time.Time) {
+	if sent := c.sent.Load(); sent != 0 {
+		end := time.Unix(0, sent).Add(c.timeout)
+		return !now.Before(end), end
 	}
+	if end := submitted.Add(c.timeout); now.Before(end) {
+		return false, end
+	}
+	if b.stalled(now, c.timeout) {
+		return true, time.Time{}
+	}
+	return false, now.Add(max(c.timeout/8, time.Millisecond))
 }
 
 // stalled reports whether a pipeline has been unanswered for longer than
@@ -150,8 +203,13 @@ func (b *batcher) exec(batch []*call, now time.Time) {
 	live := batch[:0]
 	timeout := time.Duration(0)
 	for _, c := range batch {
-		if c.dropped.Load() {
-			continue // never sent: nothing to clean up
+		switch c.dropped.Load() { // never sent: nothing to clean up
+		case dropStalled:
+			c.finish(nil, errNoAnswer)
+			continue
+		case dropEnded:
+			c.finish(nil, errNotSent)
+			continue
 		}
 		c.sent.Store(now.UnixNano())
 		timeout = max(timeout, c.timeout)
@@ -169,8 +227,7 @@ func (b *batcher) exec(batch []*call, now time.Time) {
 			retry = append(retry, c)
 			continue
 		}
-		c.val, c.err = cmds[k].Result()
-		close(c.done)
+		c.finish(cmds[k].Result())
 	}
 	if len(retry) == 0 {
 		return
@@ -179,13 +236,16 @@ func (b *batcher) exec(batch []*call, now time.Time) {
 	// the source, which also loads it for next time.
 	cmds = b.pipeline(ctx, retry, (*redis.Script).Eval)
 	for k, c := range retry {
-		c.val, c.err = cmds[k].Result()
-		close(c.done)
+		c.finish(cmds[k].Result())
 	}
 }
 
 func (b *batcher) pipeline(ctx context.Context, calls []*call,
 	send func(*redis.Script, context.Context, redis.Scripter, []string, ...any) *redis.Cmd) []*redis.Cmd {
+	if len(calls) == 1 { // a plain command costs less than a pipeline of one
+		c := calls[0]
+		return []*redis.Cmd{send(c.req.script, ctx, b.client, c.req.keys, c.req.args...)}
+	}
 	pipe := b.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
 	for k, c := range calls {

@@ -14,11 +14,18 @@ import (
 // per-instance timeout.
 var errNoAnswer = errors.New("no answer within the per-instance timeout")
 
+// errNotAwaited marks an instance whose reply was not needed: a majority
+// had already answered.
+var errNotAwaited = errors.New("reply not awaited: a majority answered first")
+
 // request is one script call, sent to several instances.
 type request struct {
 	script *redis.Script
 	keys   []string
 	args   []any
+	// late, when set, sees every instance's answer when it arrives, also
+	// after the caller stopped waiting for it.
+	late func(inst int, val any, err error)
 }
 
 // reply is one instance's answer to a fanned-out request.
@@ -44,26 +51,80 @@ func (d *Driver) timeout(ttl time.Duration) time.Duration {
 // given up on (see batcher): a paused instance delays it by about the
 // per-instance timeout at most.
 func (d *Driver) fanout(ctx context.Context, timeout time.Duration, idx []int, req request) []reply {
+	return d.fanoutUntil(ctx, timeout, idx, req, 0, nil)
+}
+
+// fanoutUntil is fanout that stops waiting once need instances answered
+// with a reply ok accepts (when ok is not nil). The requests not yet
+// answered are still sent and run; their replies are ignored (an error
+// then, in the returned replies).
+func (d *Driver) fanoutUntil(ctx context.Context, timeout time.Duration, idx []int, req request,
+	need int, ok func(any, error) bool) []reply {
+	g := newGroup(len(idx), need, ok)
+	submitted := time.Now()
 	calls := make([]*call, len(idx))
 	for k, i := range idx {
-		d.inst[i].requests.Add(1)
-		calls[k] = d.inst[i].batch.submit(req, timeout)
+		calls[k] = d.inst[i].batch.submit(req, timeout, g)
 	}
 	out := make([]reply, len(idx))
-	for k, c := range calls {
-		in := d.inst[idx[k]]
-		r := reply{inst: idx[k]}
-		r.val, r.err = in.batch.wait(ctx, c)
-		if r.err != nil && ctx.Err() == nil {
-			in.errors.Add(1)
-			if isTimeout(r.err) {
-				in.timeouts.Add(1)
-				if !errors.Is(r.err, errNoAnswer) {
-					r.err = fmt.Errorf("%w (%v): %w", errNoAnswer, timeout, r.err)
-				}
+	for k := range out {
+		out[k] = reply{inst: idx[k], err: errNoAnswer}
+	}
+	given := make([]bool, len(idx)) // given up on
+	early := false
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+wait:
+	for {
+		select {
+		case <-g.done:
+			break wait
+		case <-g.enough: // nil, blocking, when not ending early
+			early = true
+			break wait
+		case <-ctx.Done():
+			break wait
+		case <-t.C:
+		}
+		now := time.Now()
+		var next time.Time
+		open := false
+		for k, c := range calls {
+			if given[k] || c.answered() {
+				continue
+			}
+			over, when := d.inst[idx[k]].batch.expired(c, submitted, now)
+			if over {
+				given[k] = true
+				c.dropped.Store(dropStalled)
+				continue
+			}
+			open = true
+			if next.IsZero() || when.Before(next) {
+				next = when
 			}
 		}
-		out[k] = r
+		if !open {
+			break
+		}
+		t.Reset(next.Sub(now))
+	}
+	for k, c := range calls {
+		r := &out[k]
+		switch {
+		case c.answered():
+			r.val, r.err = c.val, c.err
+		case early:
+			r.err = errNotAwaited
+		case given[k]:
+			r.err = fmt.Errorf("%w (%v)", errNoAnswer, timeout)
+		case ctx.Err() != nil:
+			c.dropped.Store(dropEnded)
+			r.err = ctx.Err()
+		}
+		if r.err != nil && isTimeout(r.err) && ctx.Err() == nil && !errors.Is(r.err, errNoAnswer) {
+			r.err = fmt.Errorf("%w (%v): %w", errNoAnswer, timeout, r.err)
+		}
 	}
 	return out
 }

@@ -153,7 +153,9 @@ func NewDriver(clients []*redis.Client, cfg Config) (*Driver, error) {
 				return nil, fmt.Errorf("%w: client %d given twice", ErrConfig, i)
 			}
 		}
-		d.inst = append(d.inst, &instance{client: c, addr: addr, batch: &batcher{client: c}})
+		in := &instance{client: c, addr: addr}
+		in.batch = &batcher{client: c, in: in, index: i}
+		d.inst = append(d.inst, in)
 		d.all = append(d.all, i)
 	}
 	return d, nil

@@ -9,12 +9,18 @@ import (
 	"github.com/dlock-go/dlock/internal/redislua"
 )
 
-func state(h driver.Hold) (*holdState, error) {
-	st, _ := h.State.(*holdState)
+func state(h driver.Hold) (*attempt, error) {
+	st, _ := h.State.(*attempt)
 	if st == nil {
 		return nil, fmt.Errorf("redlock: foreign hold: %w", driver.ErrNotHeld)
 	}
 	return st, nil
+}
+
+// flagSet accepts a compare-owner script's reply of 1.
+func flagSet(val any, err error) bool {
+	ok, perr := redislua.ParseFlag(val)
+	return err == nil && perr == nil && ok
 }
 
 // tally counts the answers of a compare-owner script: 1 = done on an
@@ -47,14 +53,20 @@ func (d *Driver) tally(replies []reply) tally {
 	return t
 }
 
-// release runs the compare-and-delete on the instances idx in parallel.
-func (d *Driver) release(ctx context.Context, timeout time.Duration, nm names, owner string, idx []int, publish bool) tally {
+// releaseRequest is the compare-and-delete of a's lock.
+func (a *attempt) releaseRequest(publish bool) request {
 	announce := redislua.NoPublish
 	if publish {
 		announce = redislua.Publish
 	}
-	keys, args := redislua.ReleaseArgs(nm.lock, nm.channel, owner, announce, "released")
-	return d.tally(d.fanout(ctx, timeout, idx, request{redislua.Release, keys, args}))
+	keys, args := redislua.ReleaseArgs(a.names.lock, a.names.channel, a.owner, announce, "released")
+	return request{script: redislua.Release, keys: keys, args: args}
+}
+
+// release runs the compare-and-delete on the instances idx in parallel,
+// and returns once a majority deleted it (the others still get it).
+func (d *Driver) release(ctx context.Context, timeout time.Duration, a *attempt, idx []int, publish bool) tally {
+	return d.tally(d.fanoutUntil(ctx, timeout, idx, a.releaseRequest(publish), d.quorum, flagSet))
 }
 
 // Release deletes the lock on every instance where it is still this hold's,
@@ -69,7 +81,8 @@ func (d *Driver) Release(ctx context.Context, h driver.Hold) error {
 	if err != nil {
 		return err
 	}
-	t := d.release(ctx, d.timeout(st.ttl), st.names, st.owner, d.all, true)
+	st.ended.Store(true)
+	t := d.release(ctx, d.timeout(st.ttl), st, d.all, true)
 	switch {
 	case t.ok >= d.quorum:
 		return nil
@@ -98,7 +111,7 @@ func (d *Driver) Renew(ctx context.Context, h driver.Hold) (time.Duration, error
 		return 0, err
 	}
 	keys, args := redislua.RenewArgs(st.names.lock, st.owner, st.ttl.Milliseconds())
-	t := d.tally(d.fanout(ctx, d.timeout(st.ttl), d.all, request{redislua.Renew, keys, args}))
+	t := d.tally(d.fanoutUntil(ctx, d.timeout(st.ttl), d.all, request{script: redislua.Renew, keys: keys, args: args}, d.quorum, flagSet))
 	switch {
 	case t.ok >= d.quorum:
 		return d.grantedTTL(st.ttl), nil

@@ -99,8 +99,10 @@ func open(ctx context.Context, u *url.URL) (*Driver, error) {
 			DB:       db,
 			// Requests end with their per-instance timeout.
 			ContextTimeoutEnabled: true,
-			// Retries belong to the Redlock loop, not to one instance.
-			MaxRetries: -1,
+			// Retries belong to the Redlock loop, not to one instance:
+			// a dead instance is reported at once.
+			MaxRetries:    -1,
+			DialerRetries: 1,
 		})
 	}
 	d, err := NewDriver(clients, cfg)

@@ -1,0 +1,198 @@
+package redlock_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	redisbackend "github.com/dlock-go/dlock/backend/redis"
+	"github.com/dlock-go/dlock/conformance"
+)
+
+// The benchmarks compare Redlock over the five masters with the
+// single-Redis backend on one of those same masters, in one run:
+//
+//	go test -run '^$' -bench 'Conformance|SingleRedis|Commands' -benchtime 3s ./backend/redlock/
+//
+// Results are in the package documentation.
+
+// BenchmarkSingleRedis runs the conformance benchmarks through
+// backend/redis on the first of the five masters.
+func BenchmarkSingleRedis(b *testing.B) {
+	host := hostsOf(b, endpoint(b))[0]
+	b.Run("one", func(b *testing.B) { conformance.RunBenchmarks(b, singleHarness(b, host)) })
+}
+
+func singleHarness(b *testing.B, host string) conformance.Harness {
+	prefix := strings.TrimSuffix(testPrefix(), ":")
+	return conformance.Harness{
+		NewLocker: func(ctx context.Context, opts ...dlock.Option) (dlock.Locker, error) {
+			c := goredis.NewClient(&goredis.Options{Addr: host, ContextTimeoutEnabled: true})
+			l, err := redisbackend.New(ctx, c, &redisbackend.Options{Prefix: prefix}, opts...)
+			if err != nil {
+				_ = c.Close()
+				return nil, err
+			}
+			return closing{l, c}, nil
+		},
+	}
+}
+
+// closing closes the client of a Locker made with New when it closes.
+type closing struct {
+	dlock.Locker
+	c *goredis.Client
+}
+
+func (l closing) Close() error {
+	err := l.Locker.Close()
+	_ = l.c.Close()
+	return err
+}
+
+// BenchmarkCommands counts the Redis commands one acquisition costs
+// (INFO commandstats, summed over the instances involved, divided by the
+// acquisitions), uncontended and contended, for both backends:
+// scripts/acq counts EVALSHA and EVAL, cmds/acq every command including
+// those the scripts run.
+func BenchmarkCommands(b *testing.B) {
+	ep := endpoint(b)
+	hosts := hostsOf(b, ep)
+	h := harness(b)
+	single := singleHarness(b, hosts[0])
+	for _, c := range []struct {
+		name  string
+		newL  func(context.Context, ...dlock.Option) (dlock.Locker, error)
+		hosts []string
+	}{
+		{"redlock-5", h.NewLocker, hosts},
+		{"redis-1", single.NewLocker, hosts[:1]},
+	} {
+		b.Run(c.name+"/uncontended", func(b *testing.B) {
+			ls := lockers(b, c.newL, 1)
+			m, err := ls[0].NewMutex("bench/commands/uncontended")
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			countCommands(b, c.hosts, func() int {
+				for range b.N {
+					if err := m.Lock(ctx); err != nil {
+						b.Fatal(err)
+					}
+					if err := m.Unlock(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return b.N
+			})
+		})
+		b.Run(c.name+"/contended", func(b *testing.B) {
+			ls := lockers(b, c.newL, 2)
+			countCommands(b, c.hosts, func() int { return contended(b, ls) })
+		})
+	}
+}
+
+func lockers(b *testing.B, newL func(context.Context, ...dlock.Option) (dlock.Locker, error), n int) []dlock.Locker {
+	b.Helper()
+	var ls []dlock.Locker
+	for range n {
+		l, err := newL(context.Background(), dlock.WithTTL(30*time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = l.Close() })
+		ls = append(ls, l)
+	}
+	return ls
+}
+
+// contended has 8 goroutines over the lockers take one key b.N times in
+// all, holding it 1ms each time, as the conformance benchmark does.
+func contended(b *testing.B, ls []dlock.Locker) int {
+	const goroutines = 8
+	ctx := context.Background()
+	var (
+		left atomic.Int64
+		wg   sync.WaitGroup
+	)
+	left.Store(int64(b.N))
+	for g := range goroutines {
+		m, err := ls[g%len(ls)].NewMutex("bench/commands/contended")
+		if err != nil {
+			b.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for left.Add(-1) >= 0 {
+				if err := m.Lock(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+				time.Sleep(time.Millisecond)
+				if err := m.Unlock(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return b.N
+}
+
+// countCommands runs body (which returns how many acquisitions it made)
+// and reports the commands the hosts served meanwhile.
+func countCommands(b *testing.B, hosts []string, body func() int) {
+	admin := adminClients(b, hosts)
+	before := commandStats(b, admin)
+	b.ResetTimer()
+	n := body()
+	b.StopTimer()
+	after := commandStats(b, admin)
+	var cmds, scripts int64
+	for name, calls := range after {
+		d := calls - before[name]
+		cmds += d
+		if name == "evalsha" || name == "eval" {
+			scripts += d
+		}
+	}
+	b.ReportMetric(float64(cmds)/float64(n), "cmds/acq")
+	b.ReportMetric(float64(scripts)/float64(n), "scripts/acq")
+}
+
+// commandStats sums INFO commandstats calls per command over the clients,
+// leaving out INFO itself.
+func commandStats(b *testing.B, admin []*goredis.Client) map[string]int64 {
+	b.Helper()
+	out := map[string]int64{}
+	for _, c := range admin {
+		info, err := c.Info(context.Background(), "commandstats").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\n") {
+			name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" {
+				continue
+			}
+			calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+			n, err := strconv.ParseInt(calls, 10, 64)
+			if err != nil {
+				b.Fatalf("INFO commandstats line %q: %v", line, err)
+			}
+			out[strings.TrimPrefix(name, "cmdstat_")] += n
+		}
+	}
+	return out
+}
