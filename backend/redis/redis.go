@@ -124,6 +124,8 @@ type redisDriver struct {
 
 	bg       context.Context // background cleanups; cancelled by Close
 	bgCancel context.CancelFunc
+	bgMu     sync.Mutex // guards bgDone and bgWG.Add against Close
+	bgDone   bool
 	bgWG     sync.WaitGroup
 
 	closeOnce sync.Once
@@ -264,14 +266,34 @@ func (d *redisDriver) run(ctx context.Context, script *goredis.Script, keys []st
 // unknown. The release is guarded by the owner: it never frees someone
 // else's lock.
 func (d *redisDriver) cleanup(st *state) {
+	d.bgMu.Lock()
+	defer d.bgMu.Unlock()
+	if d.bgDone {
+		return // closing: the lease, if any, runs out by itself
+	}
 	d.bgWG.Add(1)
 	go func() {
 		defer d.bgWG.Done()
 		ctx, cancel := context.WithTimeout(d.bg, cleanupTimeout)
 		defer cancel()
-		_ = d.release(ctx, st)
+		// A stalled server may run the lost request after this release
+		// (it serves connections in no particular order): look again a
+		// little later, until something was released or time is up.
+		for _, wait := range cleanupRetries {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return
+			}
+			if d.release(ctx, st) == nil {
+				return
+			}
+		}
 	}()
 }
+
+// cleanupRetries are the pauses before each release attempt of a cleanup.
+var cleanupRetries = []time.Duration{0, 100 * time.Millisecond, time.Second}
 
 func stateOf(h driver.Hold) (*state, error) {
 	st, ok := h.State.(*state)
@@ -355,6 +377,9 @@ func (d *redisDriver) Close() error {
 	d.closeOnce.Do(func() {
 		close(d.closed)
 		d.subs.close()
+		d.bgMu.Lock()
+		d.bgDone = true
+		d.bgMu.Unlock()
 		d.bgCancel()
 		d.bgWG.Wait()
 		if d.ownClient {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -119,6 +120,7 @@ func (s *tempServer) stop() {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return
 	}
+	_ = s.cmd.Process.Signal(syscall.SIGCONT) // if paused
 	_ = s.cmd.Process.Kill()
 	_ = s.cmd.Wait()
 	s.cmd = nil
@@ -138,3 +140,19 @@ func (s *tempServer) client() *goredis.Client {
 }
 
 func (s *tempServer) String() string { return fmt.Sprintf("redis-server %s", s.addr()) }
+
+// pause stops the server process (SIGSTOP): it accepts connections and
+// reads nothing until resume.
+func (s *tempServer) pause() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *tempServer) resume() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		s.t.Fatal(err)
+	}
+}
