@@ -97,6 +97,11 @@
 //     Consul) and fence the resource.
 //   - A key taken from outside (DEL, FLUSHDB) is noticed at the holder's
 //     next renewal, within TTL/3.
+//   - An acquire whose reply is lost (a timeout after the request was
+//     sent) is undone in the background by the guarded release, tried again
+//     after 100 ms and 1 s in case a stalled server runs the request late.
+//     This is best effort: a server that stalls longer keeps that lock
+//     until its TTL runs out (nobody holds it; it only delays others).
 //   - Across Lockers (processes) waiters are not queued: a release wakes
 //     one waiter per Locker and the first to ask wins. Within a Locker,
 //     waiters for one key are served one at a time by dlock.
