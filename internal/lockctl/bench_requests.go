@@ -17,6 +17,17 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
+func init() {
+	// go-redis logs pool events (a pub/sub connection closed by its owner,
+	// a reconnect) to stderr; in a command-line tool they are noise next
+	// to the errors dlock returns.
+	goredis.SetLogger(quietLogger{})
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
 // requestCounter reads a server-side count of the requests the backend has
 // served, so that lockctl bench can report requests per acquisition from
 // the difference before and after a scenario. The counts are server-wide:

@@ -89,3 +89,16 @@ func TestParseBench(t *testing.T) {
 		t.Fatal("a backend given twice was accepted")
 	}
 }
+
+func TestCompactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"redlock://a:1,b:2,c:3":   "redlock://a:1+2",
+		"etcd://a:1,b:2/p?ttl=5s": "etcd://a:1+1/p?ttl=5s",
+		"redis://127.0.0.1:6379":  "redis://127.0.0.1:6379",
+		"file:///tmp/x":           "file:///tmp/x",
+	} {
+		if got := compactURL(in); got != want {
+			t.Errorf("compactURL(%q) = %q; want %q", in, got, want)
+		}
+	}
+}

@@ -33,7 +33,7 @@ type htmlSection struct {
 
 // htmlRow is one row of the report's table.
 type htmlRow struct {
-	Scenario, Backend, Short                 string
+	Scenario, Backend, Full, Short           string
 	Goroutines                               int
 	Rate, P50, P99, HP50, HP99, Req, ReqWhat string
 	Error                                    string
@@ -44,7 +44,7 @@ func writeHTML(w *bytes.Buffer, rep benchReport) error {
 	var rows []htmlRow
 	for _, r := range rep.Results {
 		rows = append(rows, htmlRow{
-			Scenario: r.Scenario, Backend: r.Backend, Short: short[r.Backend], Goroutines: r.Goroutines,
+			Scenario: r.Scenario, Backend: compactURL(r.Backend), Full: r.Backend, Short: short[r.Backend], Goroutines: r.Goroutines,
 			Rate: fmtRate(r.OpsPerSec), P50: fmtMs(r.LockP50), P99: fmtMs(r.LockP99),
 			HP50: fmtOptMs(r.HandoffP50), HP99: fmtOptMs(r.HandoffP99),
 			Req: fmtReq(r.RequestsPerAcq), ReqWhat: r.RequestsWhat, Error: r.Error,
@@ -292,7 +292,7 @@ Each scenario ran {{.R.Duration}} per backend{{if .R.Iterations}} (at most {{.R.
 parallel-keys with {{.R.Parallel}} goroutines, contended with {{.R.Contenders}} goroutines over 2 Lockers holding {{.R.Hold}}.</p>
 <table>
 <tr><th class="l">scenario</th><th class="l">backend</th><th class="l">label</th><th>goroutines</th><th>acq/s</th><th>lock p50</th><th>lock p99</th><th>handoff p50</th><th>handoff p99</th><th>req/acq</th></tr>
-{{range .Rows}}<tr><td class="l">{{.Scenario}}</td><td class="l">{{.Backend}}</td><td class="l">{{.Short}}</td><td>{{.Goroutines}}</td>
+{{range .Rows}}<tr><td class="l">{{.Scenario}}</td><td class="l" title="{{.Full}}">{{.Backend}}</td><td class="l">{{.Short}}</td><td>{{.Goroutines}}</td>
 {{if .Error}}<td class="l err" colspan="6">error: {{.Error}}</td>{{else}}<td>{{.Rate}}</td><td>{{.P50}}</td><td>{{.P99}}</td><td>{{.HP50}}</td><td>{{.HP99}}</td><td title="{{.ReqWhat}}">{{.Req}}</td>{{end}}</tr>
 {{end}}</table>
 <p class="meta">Lock: time for Lock to return (in contended it includes waiting for the holder). Handoff: from a holder's Unlock

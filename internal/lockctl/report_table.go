@@ -21,10 +21,10 @@ func writeTable(w io.Writer, rep benchReport) {
 		}
 		prev = r.Scenario
 		if r.Error != "" {
-			rows = append(rows, []string{r.Scenario, r.Backend, fmt.Sprint(r.Goroutines), "error"})
+			rows = append(rows, []string{r.Scenario, compactURL(r.Backend), fmt.Sprint(r.Goroutines), "error"})
 			continue
 		}
-		rows = append(rows, []string{r.Scenario, r.Backend, fmt.Sprint(r.Goroutines), fmtRate(r.OpsPerSec),
+		rows = append(rows, []string{r.Scenario, compactURL(r.Backend), fmt.Sprint(r.Goroutines), fmtRate(r.OpsPerSec),
 			fmtMs(r.LockP50), fmtMs(r.LockP99), fmtOptMs(r.HandoffP50), fmtOptMs(r.HandoffP99), fmtReq(r.RequestsPerAcq)})
 	}
 	printColumns(w, rows, 2) // the first two columns are text, the rest numbers
@@ -38,6 +38,24 @@ func writeTable(w io.Writer, rep benchReport) {
 	fmt.Fprintln(w, "HANDOFF: from a holder's Unlock to the next waiter's Lock returning.")
 	fmt.Fprintln(w, "REQ/ACQ: requests the servers counted per acquisition (Redis: commands, including those")
 	fmt.Fprintln(w, "inside Lua scripts; etcd: gRPC messages; ZooKeeper: packets); n/a where lockctl cannot count.")
+}
+
+// compactURL shortens a URL with several hosts to its first one and a
+// count: redlock://h1:6380+4 for five masters.
+func compactURL(u string) string {
+	scheme, rest, ok := strings.Cut(u, "://")
+	if !ok {
+		return u
+	}
+	end := strings.IndexAny(rest, "/?")
+	if end < 0 {
+		end = len(rest)
+	}
+	hosts := strings.Split(rest[:end], ",")
+	if len(hosts) < 2 {
+		return u
+	}
+	return fmt.Sprintf("%s://%s+%d%s", scheme, hosts[0], len(hosts)-1, rest[end:])
 }
 
 // printColumns prints rows in aligned columns: the first textCols
