@@ -52,7 +52,11 @@ func (s *subscriptions) watch(ctx context.Context, channel string) (*watch, erro
 		}
 		w, err := c.add(ctx, channel)
 		if err != nil {
-			return nil, err
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			lastErr = err // the connection broke on the subscribe: try a new one
+			continue
 		}
 		select {
 		case <-w.ready:
@@ -186,9 +190,6 @@ func (c *subConn) add(ctx context.Context, channel string) (*watch, error) {
 		sc.lastSub = sc.sent
 		if err := c.send(ctx, true, channel); err != nil {
 			c.breakLocked(err)
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
 			return nil, err
 		}
 		if !c.started {
