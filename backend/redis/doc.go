@@ -41,11 +41,12 @@
 //
 // # Fencing tokens
 //
-// A counter that does not exist is seeded from the server's clock (TIME, in
-// microseconds since 1970) before the first increment. Tokens therefore keep
-// increasing across a restart that lost the data (no persistence), as long
-// as one key is not acquired more than a million times a second and the
-// server's clock does not step back. Tokens stay below 2^53 until the year
+// A counter that does not exist starts at the server's clock (TIME, in
+// microseconds since 1970); later acquisitions add one. Tokens therefore
+// keep increasing across a restart that lost the data (no persistence), as
+// long as one key is not acquired more than a million times a second and
+// the server's clock does not step back. Tokens pass through Lua numbers,
+// exact below 2^53: a clock-seeded counter stays below that until the year
 // 2255.
 //
 // # URL
