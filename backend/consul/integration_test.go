@@ -301,3 +301,36 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// An idle pooled session destroyed from outside is replaced, not reported.
+func TestPooledSessionDestroyed(t *testing.T) {
+	ctx := ctxFor(t, 30*time.Second)
+	a := newAdmin(t, endpoint(t))
+	d, err := open(ctx, testURL(t, endpoint(t), "lockdelay=0s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	req := driver.Request{Key: testKey(t, "k"), TTL: MinTTL, Owner: "a"}
+	h1, err := d.TryAcquire(ctx, req)
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	if err := d.Release(ctx, h1); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	pooled := h1.State.(*hold).s
+	if _, err := a.c.Session().Destroy(pooled.id, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
+		t.Fatal(err)
+	}
+	h2, err := d.TryAcquire(ctx, req)
+	if err != nil {
+		t.Fatalf("TryAcquire after the pooled session was destroyed: %v", err)
+	}
+	if h2.State.(*hold).s == pooled {
+		t.Fatal("the destroyed session was used")
+	}
+	if err := d.Release(ctx, h2); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}

@@ -49,8 +49,13 @@ func (d *consulDriver) TryAcquire(ctx context.Context, req driver.Request) (driv
 			pooled = false
 		}
 		h, err := d.acquire(ctx, path, req.TTL, s)
-		if errors.Is(err, errInvalidSession) && pooled && attempt == 0 {
-			continue // the idle session was lost meanwhile: once more with a new one
+		if errors.Is(err, errInvalidSession) {
+			if pooled && attempt == 0 {
+				continue // the idle session was lost meanwhile: once more with a new one
+			}
+			// A session destroyed between its creation and its first use:
+			// someone is destroying sessions; worth a retry later.
+			return driver.Hold{}, driver.Unavailable(err)
 		}
 		return h, err
 	}
