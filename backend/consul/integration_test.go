@@ -133,23 +133,32 @@ func TestLockDelay(t *testing.T) {
 	_ = m2.Unlock(ctxFor(t, 10*time.Second))
 }
 
-// A Release can never free a later hold, even one taken with the same
-// (pooled) session.
-func TestReleaseGuardedByIndex(t *testing.T) {
-	ctx := ctxFor(t, 30*time.Second)
+// heldAndReleased opens a driver, takes a key with it and releases it, so
+// that the hold's session waits in the pool.
+func heldAndReleased(t *testing.T, ctx context.Context) (*consulDriver, driver.Request, driver.Hold) {
+	t.Helper()
 	d, err := open(ctx, testURL(t, endpoint(t), "lockdelay=0s"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
+	t.Cleanup(func() { _ = d.Close() })
+	cd := d.(*consulDriver)
 	req := driver.Request{Key: testKey(t, "k"), TTL: MinTTL, Owner: "a"}
-	h1, err := d.TryAcquire(ctx, req)
+	h, err := cd.TryAcquire(ctx, req)
 	if err != nil {
 		t.Fatalf("TryAcquire: %v", err)
 	}
-	if err := d.Release(ctx, h1); err != nil {
+	if err := cd.Release(ctx, h); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
+	return cd, req, h
+}
+
+// A Release can never free a later hold, even one taken with the same
+// (pooled) session.
+func TestReleaseGuardedByIndex(t *testing.T) {
+	ctx := ctxFor(t, 30*time.Second)
+	d, req, h1 := heldAndReleased(t, ctx)
 	h2, err := d.TryAcquire(ctx, req)
 	if err != nil {
 		t.Fatalf("second TryAcquire: %v", err)
@@ -306,19 +315,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 func TestPooledSessionDestroyed(t *testing.T) {
 	ctx := ctxFor(t, 30*time.Second)
 	a := newAdmin(t, endpoint(t))
-	d, err := open(ctx, testURL(t, endpoint(t), "lockdelay=0s"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	req := driver.Request{Key: testKey(t, "k"), TTL: MinTTL, Owner: "a"}
-	h1, err := d.TryAcquire(ctx, req)
-	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
-	}
-	if err := d.Release(ctx, h1); err != nil {
-		t.Fatalf("Release: %v", err)
-	}
+	d, req, h1 := heldAndReleased(t, ctx)
 	pooled := h1.State.(*hold).s
 	if _, err := a.c.Session().Destroy(pooled.id, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
 		t.Fatal(err)
