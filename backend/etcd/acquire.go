@@ -240,7 +240,11 @@ func (d *drv) readQueue(ctx context.Context, h *hold, at int64) (*clientv3.TxnRe
 			return nil, 0, err
 		}
 	}
-	resp, err := d.cli.Txn(ctx).Then(ops()...).Commit()
+	var resp *clientv3.TxnResponse
+	err := retry(ctx, func(ctx context.Context) (err error) {
+		resp, err = d.cli.Txn(ctx).Then(ops()...).Commit()
+		return err
+	})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -261,10 +265,7 @@ func (d *drv) abandon(ctx context.Context, h *hold, cause error) {
 	h.cancel()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	_, err := d.cli.Txn(cctx).
-		If(clientv3.Compare(clientv3.CreateRevision(h.key), "=", h.rev)).
-		Then(clientv3.OpDelete(h.key)).
-		Commit()
+	_, err := d.deleteEntry(cctx, h)
 	switch {
 	case err != nil:
 		_ = d.leases.revoke(cctx, h.lease)

@@ -31,8 +31,9 @@ const MinTTL = 2 * time.Second
 const DefaultDialTimeout = 5 * time.Second
 
 // cleanupTimeout bounds the best-effort cleanup done with a fresh context
-// after the caller's ended (a waiter's queue entry, an ambiguous acquire).
-const cleanupTimeout = 2 * time.Second
+// after the caller's ended (a waiter's queue entry, an ambiguous acquire):
+// long enough to outlast a leader election.
+const cleanupTimeout = 3 * time.Second
 
 func init() { dlock.Register(Scheme, open) }
 

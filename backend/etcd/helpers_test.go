@@ -94,6 +94,9 @@ func (l *locker) Close() error {
 	return err
 }
 
+// etcdNew is etcd.New, for tests that build their own client.
+var etcdNew = etcd.New
+
 func (e *env) newLocker(_ context.Context, opts ...dlock.Option) (dlock.Locker, error) {
 	cli, err := clientv3.New(e.cfg)
 	if err != nil {

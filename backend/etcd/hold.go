@@ -127,19 +127,34 @@ func (d *drv) Release(ctx context.Context, dh driver.Hold) error {
 		return err
 	}
 	defer d.leave()
-	resp, err := d.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(h.key), "=", h.rev)).
-		Then(clientv3.OpDelete(h.key)).
-		Commit()
+	deleted, err := d.deleteEntry(ctx, h)
 	if err != nil {
 		d.undo(ctx, h.lease)
 		return mapErr(ctx, err)
 	}
 	d.leases.put(h.lease)
-	if !resp.Succeeded {
+	if !deleted {
 		return fmt.Errorf("etcd: lock entry already gone: %w", driver.ErrNotHeld)
 	}
 	return nil
+}
+
+// deleteEntry deletes h's entry if its create revision is still h's. The
+// guard makes it safe to send again, so it is retried across a leader
+// election. It reports whether the entry was still there.
+func (d *drv) deleteEntry(ctx context.Context, h *hold) (bool, error) {
+	var resp *clientv3.TxnResponse
+	err := retry(ctx, func(ctx context.Context) (err error) {
+		resp, err = d.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(h.key), "=", h.rev)).
+			Then(clientv3.OpDelete(h.key)).
+			Commit()
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	return resp.Succeeded, nil
 }
 
 // Renew keeps h's lease alive once and checks that h's entry still exists.
@@ -152,10 +167,14 @@ func (d *drv) Renew(ctx context.Context, dh driver.Hold) (time.Duration, error) 
 		return 0, err
 	}
 	defer d.leave()
-	if err := d.leases.keepAlive(ctx, h.lease); err != nil {
+	if err := retry(ctx, func(ctx context.Context) error { return d.leases.keepAlive(ctx, h.lease) }); err != nil {
 		return 0, mapErr(ctx, err)
 	}
-	resp, err := d.cli.Get(ctx, h.key, clientv3.WithKeysOnly())
+	var resp *clientv3.GetResponse
+	err := retry(ctx, func(ctx context.Context) (err error) {
+		resp, err = d.cli.Get(ctx, h.key, clientv3.WithKeysOnly())
+		return err
+	})
 	if err != nil {
 		return 0, mapErr(ctx, err)
 	}
