@@ -2,6 +2,8 @@ package zookeeper
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -20,7 +22,7 @@ var errVanished = errors.New("zookeeper: our lock node disappeared while queued"
 type attempt struct {
 	req     driver.Request
 	keyPath string // the key's znode, parent of the lock nodes
-	guid    string // in our node's name, to find it again after a lost reply
+	guid    string // in our node's name, to find it again after a lost reply: the Owner, then new for every new node
 }
 
 func (d *zkDriver) newAttempt(req driver.Request) (*attempt, error) {
@@ -55,19 +57,71 @@ func (d *zkDriver) acquire(ctx context.Context, req driver.Request, wait bool) (
 	if err != nil {
 		return driver.Hold{}, err
 	}
-	for tries := 0; ; tries++ {
+	var (
+		vanished int
+		outage   time.Time // when the connection first failed during this call
+	)
+	for retry := false; ; retry = true {
+		if retry {
+			// A new node gets a new GUID: the cleaner may still be
+			// sweeping for nodes with the old one.
+			a.guid = newGUID()
+		}
 		path, err := d.create(ctx, a)
-		if err != nil {
-			return driver.Hold{}, err
+		var h driver.Hold
+		if err == nil {
+			h, err = d.queue(ctx, a, path, wait)
 		}
-		h, err := d.queue(ctx, a, path, wait)
-		if errors.Is(err, errVanished) && tries < 3 {
-			continue
-		}
-		if errors.Is(err, errVanished) {
-			err = driver.Unavailable(err)
+		switch {
+		case err == nil:
+			return h, nil
+		case errors.Is(err, errVanished):
+			if vanished++; vanished < 4 {
+				continue
+			}
+			return h, driver.Unavailable(err)
+		case wait && transient(err) && ctx.Err() == nil:
+			// A blocking Lock rides out a lost connection (a leader
+			// election, a server restart) for up to one session timeout:
+			// the session, and the queue with it, survives that long.
+			if outage.IsZero() {
+				outage = time.Now()
+			}
+			if time.Since(outage) < d.sessionTimeout() {
+				if err := d.pause(ctx, 100*time.Millisecond); err != nil {
+					return h, err
+				}
+				continue
+			}
 		}
 		return h, err
+	}
+}
+
+// newGUID returns 32 random hex digits, like driver.Request.Owner.
+func newGUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// transient reports whether err is the connection failing, which a retry
+// may not meet again.
+func transient(err error) bool {
+	return errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrSessionExpired)
+}
+
+// pause waits for d, ctx's end or Close.
+func (d *zkDriver) pause(ctx context.Context, wait time.Duration) error {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-d.closed:
+		return driver.ErrClosed
 	}
 }
 

@@ -33,17 +33,20 @@
 // removes some time after its last lock node goes.
 //
 // To lock, the driver creates a protected ephemeral sequential node under
-// it, "_c_<guid>-lock-<sequence>", the GUID being the hold's owner ID, lists
-// the children, and holds the lock if its node is the lowest; otherwise it
-// watches only the node just before its own and lists again when that one
-// goes. Waiters are served in the order they queued, and a release wakes
-// one waiter, not all of them. A create whose reply is lost (the
-// connection broke) may have been applied: the node is looked for by its
-// GUID before another is made, and a duplicate found later is deleted.
-// TryLock creates the node and deletes it again if it is not the lowest.
-// When a Lock's context ends, or any step fails, the node is deleted before
-// the call returns, or, when the server cannot be reached in time, by a
-// background cleaner as soon as it can be. The names are those of
+// it, "_c_<guid>-lock-<sequence>", the GUID being the hold's owner ID (a
+// fresh one whenever a node must be made again), lists the children, and
+// holds the lock if its node is the lowest; otherwise it watches only the
+// node just before its own and lists again when that one goes. Waiters
+// are served in the order they queued, and a release wakes one waiter, not
+// all of them. A create whose reply is lost (the connection broke) may
+// have been applied: the node is looked for by its GUID before another is
+// made, and a duplicate found later is deleted. TryLock creates the node
+// and deletes it again if it is not the lowest. When a Lock's context
+// ends, or any step fails, the node is deleted before the call returns,
+// or, when the server cannot be reached in time, by a background cleaner
+// as soon as it can be. A blocking Lock rides out a lost connection (a
+// leader election, a server restart) for up to one session timeout before
+// it returns dlock.ErrUnavailable; TryLock does not. The names are those of
 // go-zookeeper's zk.Lock and Curator's protected mode, so such a lock on
 // KeyPath(prefix, key) shares the queue with dlock.
 //
