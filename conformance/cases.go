@@ -301,9 +301,14 @@ func (s *suite) autoRenew(t *testing.T) {
 	ttl := s.h.ttl()
 	ctx := ctxFor(t, time.Minute)
 	m := mustMutex(t, l1, key, dlock.WithTTL(ttl))
-	// Warm up, so lazily started client goroutines count in the baseline.
+	other := mustMutex(t, l2, key)
+	// Warm up both Lockers, so lazily started client goroutines and
+	// connections count in the baseline.
 	if err := m.Lock(ctx); err != nil {
 		t.Fatalf("Lock: %v", err)
+	}
+	if err := other.TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryLock by another Locker while held: %v; want ErrNotAcquired", err)
 	}
 	if err := m.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock: %v", err)
@@ -313,7 +318,6 @@ func (s *suite) autoRenew(t *testing.T) {
 		t.Fatalf("Lock: %v", err)
 	}
 	first := m.Lease().Expires
-	other := mustMutex(t, l2, key)
 	end := time.Now().Add(3*ttl + s.h.ExpiryGrace)
 	for time.Now().Before(end) {
 		time.Sleep(ttl / 4)
