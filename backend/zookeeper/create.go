@@ -1,0 +1,133 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// createResult is the outcome of one create, handed to the cleaner when
+// its caller stopped waiting.
+type createResult struct {
+	path string
+	err  error
+}
+
+// create makes our node, creating the key's znode and the prefix when they
+// are missing. A create whose reply was lost may have been applied: the
+// node is then looked for by its GUID before creating another.
+func (d *zkDriver) create(ctx context.Context, a *attempt) (string, error) {
+	for tries := 0; ; tries++ {
+		path, err := d.createOnce(ctx, a)
+		switch {
+		case err == nil:
+			return path, nil
+		case errors.Is(err, zk.ErrNoNode) && tries < 4:
+			if err := d.ensureKey(ctx, a.keyPath); err != nil {
+				return "", err
+			}
+		case ambiguous(err) && tries < 4:
+			path, err := d.findGUID(ctx, a)
+			if err != nil {
+				d.clean.guid(a.keyPath, a.guid)
+				return "", err
+			}
+			if path != "" {
+				return path, nil
+			}
+		default:
+			return "", d.fail("create", err)
+		}
+	}
+}
+
+// createOnce sends one create. If ctx ends first, the cleaner takes over
+// whatever the create makes.
+func (d *zkDriver) createOnce(ctx context.Context, a *attempt) (string, error) {
+	prefix := a.keyPath + "/" + protectedPrefix + a.guid + lockInfix
+	if ctx.Done() == nil {
+		return d.conn.Create(prefix, nil, zk.FlagEphemeralSequential, d.acl)
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	res := make(chan createResult, 1)
+	go func() {
+		p, err := d.conn.Create(prefix, nil, zk.FlagEphemeralSequential, d.acl)
+		res <- createResult{p, err}
+	}()
+	select {
+	case r := <-res:
+		return r.path, r.err
+	case <-ctx.Done():
+		d.clean.abandoned(a.keyPath, a.guid, res)
+		return "", ctx.Err()
+	}
+}
+
+// findGUID looks for the node a create with a lost reply may have made.
+func (d *zkDriver) findGUID(ctx context.Context, a *attempt) (string, error) {
+	if _, err := call(ctx, func() (string, error) { return d.conn.Sync(a.keyPath) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return "", d.fail("sync", err)
+	}
+	children, err := d.children(ctx, a.keyPath)
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", nil
+	}
+	if err != nil {
+		return "", d.fail("list", err)
+	}
+	for _, n := range queue(children) {
+		if hasGUID(n.name, a.guid) {
+			return a.keyPath + "/" + n.name, nil
+		}
+	}
+	return "", nil
+}
+
+// ensureKey creates the key's znode as a container, which the server
+// deletes some time after its last child goes, and the prefix above it.
+func (d *zkDriver) ensureKey(ctx context.Context, keyPath string) error {
+	for tries := 0; ; tries++ {
+		_, err := call(ctx, func() (string, error) {
+			return d.conn.CreateContainer(keyPath, nil, zk.FlagContainer, d.acl)
+		})
+		switch {
+		case err == nil, errors.Is(err, zk.ErrNodeExists):
+			return nil
+		case errors.Is(err, zk.ErrNoNode) && tries < 2:
+			if err := d.ensurePrefix(ctx); err != nil {
+				return err
+			}
+		default:
+			return d.fail("create key node", err)
+		}
+	}
+}
+
+// ensurePrefix creates the missing persistent nodes of the prefix, looking
+// before creating so that a user without the right to create in an
+// existing parent can still use it.
+func (d *zkDriver) ensurePrefix(ctx context.Context) error {
+	p := ""
+	for _, seg := range strings.Split(d.prefix[1:], "/") {
+		p += "/" + seg
+		ok, err := call(ctx, func() (bool, error) {
+			ok, _, err := d.conn.Exists(p)
+			return ok, err
+		})
+		if err != nil {
+			return d.fail("look up prefix", err)
+		}
+		if ok {
+			continue
+		}
+		_, err = call(ctx, func() (string, error) { return d.conn.Create(p, nil, zk.FlagPersistent, d.acl) })
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return d.fail("create prefix "+p, err)
+		}
+	}
+	return nil
+}
