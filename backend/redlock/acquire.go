@@ -73,7 +73,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 	// instances that have not answered by then still get the request; one
 	// that grants it later just holds the lock with the others (released
 	// at Unlock, or at once if the hold has ended: see attempt.late).
-	replies := d.fanoutUntil(ctx, timeout, d.all, request{acquireScript,
+	replies := d.fanout(ctx, timeout, d.all, request{acquireScript,
 		[]string{nm.lock, nm.counter}, []any{req.Owner, ttl.Milliseconds()}, a.late}, d.quorum, acquired)
 	var (
 		won      []int    // instances where the lock is ours
@@ -189,7 +189,7 @@ func (a *attempt) fence(ctx context.Context, timeout time.Duration, won []int, c
 		return token, nil
 	}
 	var firstErr error
-	for _, r := range d.fanoutUntil(ctx, timeout, behind, request{script: fenceScript,
+	for _, r := range d.fanout(ctx, timeout, behind, request{script: fenceScript,
 		keys: []string{a.names.lock, a.names.counter}, args: []any{a.owner, strconv.FormatUint(token, 10)}},
 		d.quorum-written, flagSet) {
 		switch {

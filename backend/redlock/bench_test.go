@@ -17,9 +17,10 @@ import (
 )
 
 // The benchmarks compare Redlock over the five masters with the
-// single-Redis backend on one of those same masters, in one run:
+// single-Redis backend on one of those same masters, and both with the bare
+// commands (no dlock), in one run:
 //
-//	go test -run '^$' -bench 'Conformance|SingleRedis|Commands' -benchtime 3s ./backend/redlock/
+//	go test -run '^$' -bench 'Conformance|SingleRedis|Commands|Bare' ./backend/redlock/
 //
 // Results are in the package documentation.
 
@@ -195,4 +196,47 @@ func commandStats(b *testing.B, admin []*goredis.Client) map[string]int64 {
 		}
 	}
 	return out
+}
+
+// casDel is a bare compare-and-delete.
+var casDel = goredis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+// BenchmarkBare is the floor under both backends on this machine: SET NX
+// PX, then a compare-and-delete, on one instance, and on five in parallel
+// (one goroutine per instance, as a fan-out must).
+func BenchmarkBare(b *testing.B) {
+	hosts := hostsOf(b, endpoint(b))
+	key := testPrefix() + "bare"
+	for _, n := range []int{1, len(hosts)} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			cs := adminClients(b, hosts[:n])
+			ctx := context.Background()
+			each := func(op func(c *goredis.Client) error) {
+				if n == 1 {
+					if err := op(cs[0]); err != nil {
+						b.Fatal(err)
+					}
+					return
+				}
+				var wg sync.WaitGroup
+				for _, c := range cs {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						if err := op(c); err != nil {
+							b.Error(err)
+						}
+					}()
+				}
+				wg.Wait()
+			}
+			each(func(c *goredis.Client) error { return casDel.Load(ctx, c).Err() })
+			b.ResetTimer()
+			for i := range b.N {
+				owner := strconv.Itoa(i)
+				each(func(c *goredis.Client) error { return c.SetNX(ctx, key, owner, 30*time.Second).Err() })
+				each(func(c *goredis.Client) error { return casDel.EvalSha(ctx, c, []string{key}, owner).Err() })
+			}
+		})
+	}
 }

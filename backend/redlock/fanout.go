@@ -48,17 +48,12 @@ func (d *Driver) timeout(ttl time.Duration) time.Duration {
 
 // fanout sends req to the instances idx at once and returns their replies
 // in the order of idx. It returns when every instance has answered or been
-// given up on (see batcher): a paused instance delays it by about the
-// per-instance timeout at most.
-func (d *Driver) fanout(ctx context.Context, timeout time.Duration, idx []int, req request) []reply {
-	return d.fanoutUntil(ctx, timeout, idx, req, 0, nil)
-}
-
-// fanoutUntil is fanout that stops waiting once need instances answered
-// with a reply ok accepts (when ok is not nil). The requests not yet
-// answered are still sent and run; their replies are ignored (an error
-// then, in the returned replies).
-func (d *Driver) fanoutUntil(ctx context.Context, timeout time.Duration, idx []int, req request,
+// given up on (see batcher), so a paused instance delays it by about the
+// per-instance timeout at most; or, when ok is not nil, as soon as need
+// instances answered with a reply ok accepts. The requests not answered by
+// then are still sent and run; their replies are not awaited
+// (errNotAwaited in the result).
+func (d *Driver) fanout(ctx context.Context, timeout time.Duration, idx []int, req request,
 	need int, ok func(any, error) bool) []reply {
 	g := newGroup(len(idx), need, ok)
 	submitted := time.Now()

@@ -319,14 +319,31 @@ func TestFaultPausedMaster(t *testing.T) {
 			t.Errorf("master %d (running): %d errors", i, s.Errors)
 		}
 	}
+	// A waiter on another Locker is woken by the release, through the
+	// masters that are not paused: it must get the lock long before the
+	// holder's 10s lease could run out.
+	l2, _ := m.locker(t, dlock.WithTTL(10*time.Second))
+	waiter, _ := l2.NewMutex("k")
+	got := make(chan error, 1)
+	go func() { got <- waiter.Lock(lctx) }()
+	time.Sleep(200 * time.Millisecond)
 	if err := mx.Unlock(lctx); err != nil {
 		t.Fatalf("Unlock with one master paused: %v", err)
 	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter with one master paused: %v (not woken by the release)", err)
+	}
+	tok = waiter.Token()
+	if err := waiter.Unlock(lctx); err != nil {
+		t.Fatalf("waiter's Unlock: %v", err)
+	}
 
 	resume()
-	tok = mx.Token()
 	if err := mx.Lock(ctx); err != nil {
 		t.Fatalf("Lock after resume: %v", err)
+	}
+	if mx.Token() <= tok {
+		t.Errorf("token after resume %d; want greater than %d", mx.Token(), tok)
 	}
 	_ = mx.Unlock(ctx)
 }

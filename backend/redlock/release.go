@@ -66,7 +66,7 @@ func (a *attempt) releaseRequest(publish bool) request {
 // release runs the compare-and-delete on the instances idx in parallel,
 // and returns once a majority deleted it (the others still get it).
 func (d *Driver) release(ctx context.Context, timeout time.Duration, a *attempt, idx []int, publish bool) tally {
-	return d.tally(d.fanoutUntil(ctx, timeout, idx, a.releaseRequest(publish), d.quorum, flagSet))
+	return d.tally(d.fanout(ctx, timeout, idx, a.releaseRequest(publish), d.quorum, flagSet))
 }
 
 // Release deletes the lock on every instance where it is still this hold's,
@@ -111,7 +111,7 @@ func (d *Driver) Renew(ctx context.Context, h driver.Hold) (time.Duration, error
 		return 0, err
 	}
 	keys, args := redislua.RenewArgs(st.names.lock, st.owner, st.ttl.Milliseconds())
-	t := d.tally(d.fanoutUntil(ctx, d.timeout(st.ttl), d.all, request{script: redislua.Renew, keys: keys, args: args}, d.quorum, flagSet))
+	t := d.tally(d.fanout(ctx, d.timeout(st.ttl), d.all, request{script: redislua.Renew, keys: keys, args: args}, d.quorum, flagSet))
 	switch {
 	case t.ok >= d.quorum:
 		return d.grantedTTL(st.ttl), nil

@@ -38,7 +38,7 @@ func OpenDriver(ctx context.Context, rawURL string) (*Driver, error) {
 
 func open(ctx context.Context, u *url.URL) (*Driver, error) {
 	if u.Opaque != "" {
-		return nil, fmt.Errorf("%w: want %s://host:port,host:port,...", driver.ErrInvalidURL, Scheme)
+		return nil, fmt.Errorf("%w: want %s://host1:port,host2:port,host3:port, got no host part", driver.ErrInvalidURL, Scheme)
 	}
 	if u.Path != "" && u.Path != "/" {
 		return nil, fmt.Errorf("%w: %s:// takes no path, got %q", driver.ErrInvalidURL, Scheme, u.Path)

@@ -39,30 +39,59 @@ func (d *Driver) Watch(ctx context.Context, key string) (driver.Watch, error) {
 			results <- result{h, h.subscribe(sctx, w)}
 		}()
 	}
+	// Return once a majority confirmed; the others join the watch in the
+	// background (a paused instance costs nothing here).
 	var firstErr error
-	for range d.inst {
+	ok, pending := 0, len(d.inst)
+	for pending > 0 && ok < d.quorum {
 		r := <-results
-		if r.err != nil {
-			r.h.in.errors.Add(1)
-			if errors.Is(r.err, context.DeadlineExceeded) && ctx.Err() == nil {
-				r.h.in.timeouts.Add(1)
-			}
+		pending--
+		if err := d.subscribed(ctx, w, r.h, r.err); err != nil {
 			if firstErr == nil {
-				firstErr = fmt.Errorf("instance %s: %w", r.h.in.addr, r.err)
+				firstErr = err
 			}
 			continue
 		}
-		w.hubs = append(w.hubs, r.h)
+		ok++
 	}
-	if len(w.hubs) < d.quorum {
+	if pending > 0 {
+		go func() {
+			for range pending {
+				r := <-results
+				_ = d.subscribed(ctx, w, r.h, r.err)
+			}
+		}()
+	}
+	if ok < d.quorum {
 		_ = w.Close()
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		return nil, driver.Unavailable(fmt.Errorf("redlock: subscribed on %d of %d instances, %d needed: %w",
-			len(w.hubs), len(d.inst), d.quorum, firstErr))
+			ok, len(d.inst), d.quorum, firstErr))
 	}
 	return w, nil
+}
+
+// subscribed records the outcome of w's subscription on h.
+func (d *Driver) subscribed(ctx context.Context, w *watch, h *hub, err error) error {
+	if err != nil {
+		h.in.errors.Add(1)
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			h.in.timeouts.Add(1)
+		}
+		return fmt.Errorf("instance %s: %w", h.in.addr, err)
+	}
+	w.mu.Lock()
+	closed := w.closed
+	if !closed {
+		w.hubs = append(w.hubs, h)
+	}
+	w.mu.Unlock()
+	if closed { // the watch ended before this instance confirmed
+		h.unsubscribe(w)
+	}
+	return nil
 }
 
 func (d *Driver) hubOf(in *instance) *hub {
@@ -75,8 +104,10 @@ type watch struct {
 	d       *Driver
 	channel string
 	ch      chan struct{}
-	hubs    []*hub
-	once    sync.Once
+
+	mu     sync.Mutex
+	hubs   []*hub
+	closed bool
 }
 
 func (w *watch) Changed() <-chan struct{} { return w.ch }
@@ -90,17 +121,19 @@ func (w *watch) wake() {
 
 // Close unsubscribes, in parallel, from the instances it subscribed on.
 func (w *watch) Close() error {
-	w.once.Do(func() {
-		var wg sync.WaitGroup
-		for _, h := range w.hubs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				h.unsubscribe(w)
-			}()
-		}
-		wg.Wait()
-	})
+	w.mu.Lock()
+	hubs := w.hubs
+	w.hubs, w.closed = nil, true
+	w.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, h := range hubs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.unsubscribe(w)
+		}()
+	}
+	wg.Wait()
 	return nil
 }
 
