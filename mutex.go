@@ -124,7 +124,9 @@ func (m *mutex) Lock(ctx context.Context) error {
 		sent = time.Now()
 		dh, err = m.l.acq.Acquire(ctx, m.request())
 		if err != nil {
-			err = classify(ctx, err, false)
+			// A driver that queued the request says so with ErrNotAcquired:
+			// the server answered, the wait simply outlasted ctx.
+			err = classify(ctx, err, errors.Is(err, ErrNotAcquired))
 		}
 	} else {
 		dh, sent, err = m.acquireLoop(ctx)

@@ -379,6 +379,9 @@ func (s *suite) context(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Lock past its deadline: %v; want context.DeadlineExceeded", err)
 	}
+	if errors.Is(err, dlock.ErrUnavailable) {
+		t.Fatalf("Lock past its deadline on a held key: %v; the backend answered, so not ErrUnavailable", err)
+	}
 	if el := time.Since(start); el > wait+slack {
 		t.Fatalf("Lock returned %v after a %v deadline", el, wait)
 	}
@@ -387,8 +390,8 @@ func (s *suite) context(t *testing.T) {
 	time.AfterFunc(wait, ccancel)
 	start = time.Now()
 	err = waiter.Lock(cctx)
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("Lock after cancel: %v; want context.Canceled", err)
+	if !errors.Is(err, context.Canceled) || errors.Is(err, dlock.ErrUnavailable) {
+		t.Fatalf("Lock after cancel: %v; want context.Canceled (and not ErrUnavailable)", err)
 	}
 	if el := time.Since(start); el > wait+slack {
 		t.Fatalf("Lock returned %v after a cancel at %v", el, wait)

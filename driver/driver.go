@@ -124,7 +124,13 @@ type Watch interface {
 // Acquirer is implemented by drivers whose waiters queue on the server
 // (create-revision order in etcd, sequential znodes in ZooKeeper). Acquire
 // blocks until the hold is granted or ctx ends; when ctx ends it must leave
-// nothing behind (no queue entry) and return ctx's error.
+// nothing behind (no queue entry) and return ctx's error. If the request
+// had reached the server and was waiting behind a holder, the error must
+// also match ErrNotAcquired (fmt.Errorf("%w: %w", ErrNotAcquired, ctx.Err())),
+// so that the caller sees a deadline, not an unreachable backend.
+//
+// The Hold it returns must set Since: the portable layer's own send time is
+// the start of a wait that may have lasted longer than the lease.
 type Acquirer interface {
 	Acquire(ctx context.Context, req Request) (Hold, error)
 }

@@ -25,6 +25,8 @@ have java || pkgs+=(default-jre-headless)
 [[ -f /usr/share/java/zookeeper.jar ]] || pkgs+=(libzookeeper-java)
 [[ -f /usr/share/java/slf4j-simple.jar ]] || pkgs+=(libslf4j-java)
 { compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null && have psql && have pg_isready; } || pkgs+=(postgresql)
+# Headless Chromium renders the lockctl bench HTML report in its test.
+have chromium || pkgs+=(chromium)
 
 consul_pid=
 consul_log=
