@@ -120,17 +120,23 @@
 //	go test -run '^$' -bench 'LockUnlock|Contended|Conformance' -benchmem -count 2 ./backend/redis/
 //
 // Uncontended Lock+Unlock against the bare textbook lock (SET NX PX, then a
-// Lua compare-and-delete), alternated in one loop (BenchmarkLockUnlock/*/paired):
+// Lua compare-and-delete), the three alternated in one loop
+// (BenchmarkLockUnlock/*/paired, six runs of 3s at load average 5-9):
 //
-//	                 dlock      driver alone   bare      dlock/bare   driver/bare
-//	standalone       85 µs      72 µs          62 µs     0.72-0.73    0.86-0.87
-//	cluster          118-143 µs 113-145 µs     89-121 µs 0.75-0.85    0.79-0.84
+//	                 dlock       driver alone  bare       dlock/bare  driver/bare
+//	standalone       85-135 µs   72-108 µs     62-104 µs  0.72-0.79   0.83-0.96
+//	cluster          118-143 µs  113-150 µs    89-121 µs  0.75-0.85   0.73-0.84
 //
-// Both make two round trips. The difference is CPU: two scripts on the
-// server where the bare lock runs one, and, in the dlock column, the
-// portable layer's per-hold work (owner, lease, watchdog goroutine and
-// timers: 49 allocations against 20). On this loaded machine the goal of
-// 0.9x is not met; the driver alone comes close.
+// Both make two round trips; client CPU is a quarter of the time and alike
+// for both (profiled). The difference is server time: dlock runs two
+// scripts where the bare lock runs one and a plain SET. An EVALSHA costs
+// about 2 µs on an idle server (redis-benchmark), but 13-30 µs per
+// acquisition were measured from commandstats on this loaded machine
+// against 9-11 µs for the bare lock, and that is the gap. The portable
+// layer adds the rest (owner, lease, watchdog goroutine and timers: 49
+// allocations per Lock+Unlock against 20). The goal of 0.9x is not met
+// here; on an idle machine the server-side difference (a few µs in a
+// 50 µs operation) suggests it would be, but that was not measured.
 //
 // Contended: one key, waiters goroutines over lockers Lockers, each holding
 // about 1 ms; handoff is from the holder starting Unlock to the next Lock
