@@ -143,9 +143,14 @@ type existsResult struct {
 // grants the hold. On any failure our node is deleted before returning.
 func (d *zkDriver) queue(ctx context.Context, a *attempt, path string, wait bool) (_ driver.Hold, err error) {
 	name := path[strings.LastIndexByte(path, '/')+1:]
+	queued := false // the server showed a node before ours
 	defer func() {
 		if err != nil && !errors.Is(err, errVanished) {
 			d.leave(ctx, path)
+		}
+		if queued && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			// The wait outlasted ctx: a deadline, not an outage.
+			err = fmt.Errorf("%w: %w", driver.ErrNotAcquired, err)
 		}
 	}()
 	// Exists with a watch on our own node goes out alongside the first
@@ -201,6 +206,7 @@ func (d *zkDriver) queue(ctx context.Context, a *attempt, path string, wait bool
 		case !wait:
 			return driver.Hold{}, &driver.HeldError{}
 		}
+		queued = true
 		gone, err := d.await(ctx, a.keyPath+"/"+pred, path, own)
 		if err != nil {
 			return driver.Hold{}, err
