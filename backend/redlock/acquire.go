@@ -7,42 +7,11 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/redislua"
 )
-
-// attempt is one acquire attempt and, when it succeeds, the hold.
-type attempt struct {
-	d     *Driver
-	names names
-	owner string
-	ttl   time.Duration // the TTL set on the instances, whole milliseconds
-	// ended is set when the attempt failed or its hold was released. An
-	// acquire that an instance grants after that (a reply that came after
-	// the attempt stopped waiting for it) is undone there at once, so that
-	// a late acquire overtaking the release leaves nothing behind.
-	ended atomic.Bool
-}
-
-// late sees every instance's answer to the acquire.
-func (a *attempt) late(inst int, val any, err error) {
-	if err != nil || !a.ended.Load() {
-		return
-	}
-	if won, _, _, perr := parseAcquire(reply{inst: inst, val: val}); perr == nil && won {
-		// Queued, not awaited: this runs on the instance's flusher.
-		a.d.inst[inst].batch.submit(a.releaseRequest(true), a.d.timeout(a.ttl), newGroup(1, 0, nil))
-	}
-}
-
-// acquired accepts a reply that granted the lock.
-func acquired(val any, err error) bool {
-	won, _, _, perr := parseAcquire(reply{val: val, err: err})
-	return perr == nil && won
-}
 
 // refusal is an instance's answer that another owner holds the key.
 type refusal struct {
@@ -66,27 +35,27 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 	ttl := time.Duration(redislua.Millis(req.TTL)) * time.Millisecond // PX is in whole ms
 	timeout := d.timeout(ttl)
 	nm := d.names(req.Key)
-	a := &attempt{d: d, names: nm, owner: req.Owner, ttl: ttl}
+	a := newAttempt(d, nm, req.Owner, ttl)
 	start := time.Now()
 
 	// Phase 1 waits for a majority of grants, else for every answer. The
 	// instances that have not answered by then still get the request; one
 	// that grants it later just holds the lock with the others (released
-	// at Unlock, or at once if the hold has ended: see attempt.late).
+	// at Unlock, or at once if the hold has ended: see attempt.answer).
 	replies := d.fanout(ctx, timeout, d.all, request{acquireScript,
-		[]string{nm.lock, nm.counter}, []any{req.Owner, ttl.Milliseconds()}, a.late}, d.quorum, acquired)
+		[]string{nm.lock, nm.counter}, []any{req.Owner, ttl.Milliseconds()}, a.answer}, d.quorum, acquired)
 	var (
 		won      []int    // instances where the lock is ours
 		counters []uint64 // their counters, same order
 		refused  []refusal
-		unknown  []int // no answer (yet): the request may or may not have applied
+		unknown  int // no answer (yet): the request may or may not have applied
 		firstErr error
 	)
 	for _, r := range replies {
 		won1, counter, ref, err := parseAcquire(r)
 		switch {
 		case err != nil:
-			unknown = append(unknown, r.inst)
+			unknown++
 			if firstErr == nil {
 				firstErr = d.instErr(reply{inst: r.inst, err: err})
 			}
@@ -97,21 +66,18 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 			refused = append(refused, ref)
 		}
 	}
-	// Every instance where the lock may be ours: released on failure.
-	mine := append(slices.Clone(won), unknown...)
-
 	if len(won) < d.quorum {
 		if err := ctx.Err(); err != nil {
-			a.abandon(ctx, mine, true)
+			a.abandon(ctx, true)
 			return driver.Hold{}, err
 		}
 		if answered := len(won) + len(refused); answered < d.quorum {
-			a.abandon(ctx, mine, true)
+			a.abandon(ctx, true)
 			return driver.Hold{}, driver.Unavailable(fmt.Errorf(
 				"redlock: quorum unreachable: %d of %d instances answered, %d needed: %w",
 				answered, len(d.inst), d.quorum, firstErr))
 		}
-		return driver.Hold{}, a.refuse(ctx, mine, won, refused, time.Since(start))
+		return driver.Hold{}, a.refuse(ctx, len(won), refused, time.Since(start))
 	}
 
 	token, err := a.fence(ctx, timeout, won, counters)
@@ -122,7 +88,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 		}
 	}
 	if err != nil {
-		a.abandon(ctx, mine, true)
+		a.abandon(ctx, true)
 		if cerr := ctx.Err(); cerr != nil {
 			return driver.Hold{}, cerr
 		}
@@ -222,7 +188,7 @@ func (a *attempt) fence(ctx context.Context, timeout time.Duration, won []int, c
 // may be waiting on exactly those), and the attempt sleeps a random delay
 // before reporting, as the Redlock algorithm asks, so that the contenders
 // do not retry in lockstep.
-func (a *attempt) refuse(ctx context.Context, mine, won []int, refused []refusal, elapsed time.Duration) error {
+func (a *attempt) refuse(ctx context.Context, won int, refused []refusal, elapsed time.Duration) error {
 	d := a.d
 	perHolder := map[string]int{}
 	winner := false
@@ -232,7 +198,7 @@ func (a *attempt) refuse(ctx context.Context, mine, won []int, refused []refusal
 			winner = true
 		}
 	}
-	a.abandon(ctx, mine, !winner)
+	a.abandon(ctx, !winner)
 
 	// Wait until enough refusing instances are free to make a quorum with
 	// the ones this attempt found free.
@@ -245,7 +211,7 @@ func (a *attempt) refuse(ctx context.Context, mine, won []int, refused []refusal
 	slices.Sort(pttls)
 	window := min(max(2*elapsed, time.Millisecond), d.cfg.Timeout)
 	var remaining time.Duration
-	if k := d.quorum - len(won) - 1; k >= 0 && k < len(pttls) {
+	if k := d.quorum - won - 1; k >= 0 && k < len(pttls) {
 		// A random part spreads the waiters that all wake at this expiry.
 		remaining = pttls[k] + rand.N(window)
 	}
@@ -259,22 +225,6 @@ func (a *attempt) refuse(ctx context.Context, mine, won []int, refused []refusal
 		}
 	}
 	return &driver.HeldError{Remaining: remaining}
-}
-
-// abandon ends a failed attempt: it releases the lock on the instances in
-// idx, in parallel and even when ctx has ended (bounded by the
-// per-instance timeout). Where an acquire is still on its way, the release
-// follows its answer (see late). An instance that never answers keeps the
-// lock until its TTL.
-func (a *attempt) abandon(ctx context.Context, idx []int, publish bool) {
-	a.ended.Store(true)
-	if len(idx) == 0 {
-		return
-	}
-	timeout := a.d.timeout(a.ttl)
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	defer cancel()
-	a.d.release(cctx, timeout, a, idx, publish)
 }
 
 // drift is the clock-drift allowance for ttl: TTL*Drift + 2ms.

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,7 @@ type batcher struct {
 	queue    []*call
 	flushers int
 	inflight [maxBatches]time.Time // send time of each flusher's pipeline, busy when it has none, zero when no flusher
+	idle     chan struct{}         // when not nil, closed once no flusher runs
 }
 
 // busy marks a flusher that has no pipeline out: it is never stalled.
@@ -62,9 +64,13 @@ const (
 	dropEnded   // the caller's context ended
 )
 
-// errNotSent is the answer of a call dropped because its caller's context
-// ended before it was sent.
-var errNotSent = errors.New("not sent: the caller's context ended first")
+// The answers of calls dropped before they were sent: their caller's
+// context ended (not the instance's fault), or they were queued behind a
+// pipeline the instance left unanswered (a timeout of the instance).
+var (
+	errNotSent = errors.New("not sent: the caller's context ended first")
+	errStalled = fmt.Errorf("%w: not sent, queued behind a request the instance left unanswered", errNoAnswer)
+)
 
 // group is the calls of one fan-out: the caller is woken once, when the
 // last of them is answered, or as soon as enough of them succeeded, rather
@@ -164,6 +170,26 @@ func (b *batcher) expired(c *call, submitted, now time.Time) (bool, time.Time) {
 	return false, now.Add(max(c.timeout/8, time.Millisecond))
 }
 
+// drain waits until no request is queued or in flight, or until deadline.
+func (b *batcher) drain(deadline time.Time) {
+	b.mu.Lock()
+	if b.flushers == 0 {
+		b.mu.Unlock()
+		return
+	}
+	if b.idle == nil {
+		b.idle = make(chan struct{})
+	}
+	idle := b.idle
+	b.mu.Unlock()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	}
+}
+
 // stalled reports whether a pipeline has been unanswered for longer than
 // timeout.
 func (b *batcher) stalled(now time.Time, timeout time.Duration) bool {
@@ -185,6 +211,10 @@ func (b *batcher) flush(slot int) {
 		if len(batch) == 0 {
 			b.flushers--
 			b.inflight[slot] = time.Time{}
+			if b.flushers == 0 && b.idle != nil {
+				close(b.idle)
+				b.idle = nil
+			}
 			b.mu.Unlock()
 			return
 		}
@@ -205,7 +235,7 @@ func (b *batcher) exec(batch []*call, now time.Time) {
 	for _, c := range batch {
 		switch c.dropped.Load() { // never sent: nothing to clean up
 		case dropStalled:
-			c.finish(nil, errNoAnswer)
+			c.finish(nil, errStalled)
 			continue
 		case dropEnded:
 			c.finish(nil, errNotSent)

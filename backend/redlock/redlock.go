@@ -188,17 +188,22 @@ func (d *Driver) check(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Close stops the driver's subscriptions and, when it opened them from a
-// URL, closes its clients.
+// Close stops the driver's subscriptions, lets the requests still on
+// their way finish (for at most the per-instance timeout) and, when it
+// opened them from a URL, closes its clients.
 func (d *Driver) Close() error {
 	var err error
 	d.closeOnce.Do(func() {
 		close(d.closed)
+		// Requests still on their way (releases the portable layer did not
+		// wait for, undoing of late grants) end within their timeout.
+		deadline := time.Now().Add(d.cfg.Timeout + 100*time.Millisecond)
 		var errs []error
 		for _, in := range d.inst {
 			if in.hub != nil {
 				in.hub.close()
 			}
+			in.batch.drain(deadline)
 			if d.owned {
 				errs = append(errs, in.client.Close())
 			}

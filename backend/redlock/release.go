@@ -53,26 +53,12 @@ func (d *Driver) tally(replies []reply) tally {
 	return t
 }
 
-// releaseRequest is the compare-and-delete of a's lock.
-func (a *attempt) releaseRequest(publish bool) request {
-	announce := redislua.NoPublish
-	if publish {
-		announce = redislua.Publish
-	}
-	keys, args := redislua.ReleaseArgs(a.names.lock, a.names.channel, a.owner, announce, "released")
-	return request{script: redislua.Release, keys: keys, args: args}
-}
-
-// release runs the compare-and-delete on the instances idx in parallel,
-// and returns once a majority deleted it (the others still get it).
-func (d *Driver) release(ctx context.Context, timeout time.Duration, a *attempt, idx []int, publish bool) tally {
-	return d.tally(d.fanout(ctx, timeout, idx, a.releaseRequest(publish), d.quorum, flagSet))
-}
-
 // Release deletes the lock on every instance where it is still this hold's,
-// in parallel, and publishes a release message on each. It succeeds when
-// the lock was deleted on a majority; when a majority no longer had it, the
-// hold had been lost (ErrNotHeld).
+// in parallel, and publishes a release message on each. It returns once a
+// majority deleted it (the others still get the request); when a majority
+// no longer had it, the hold had been lost (ErrNotHeld). An instance whose
+// acquire has not answered yet is released when it does (attempt.answer),
+// so the release cannot overtake it.
 func (d *Driver) Release(ctx context.Context, h driver.Hold) error {
 	if err := d.check(ctx); err != nil {
 		return err
@@ -81,8 +67,7 @@ func (d *Driver) Release(ctx context.Context, h driver.Hold) error {
 	if err != nil {
 		return err
 	}
-	st.ended.Store(true)
-	t := d.release(ctx, d.timeout(st.ttl), st, d.all, true)
+	t := d.tally(d.fanout(ctx, d.timeout(st.ttl), st.end(), st.releaseRequest(true), d.quorum, flagSet))
 	switch {
 	case t.ok >= d.quorum:
 		return nil
@@ -111,7 +96,7 @@ func (d *Driver) Renew(ctx context.Context, h driver.Hold) (time.Duration, error
 		return 0, err
 	}
 	keys, args := redislua.RenewArgs(st.names.lock, st.owner, st.ttl.Milliseconds())
-	t := d.tally(d.fanout(ctx, d.timeout(st.ttl), d.all, request{script: redislua.Renew, keys: keys, args: args}, d.quorum, flagSet))
+	t := d.tally(d.fanout(ctx, d.timeout(st.ttl), st.renewable(), request{script: redislua.Renew, keys: keys, args: args}, d.quorum, flagSet))
 	switch {
 	case t.ok >= d.quorum:
 		return d.grantedTTL(st.ttl), nil

@@ -1,0 +1,114 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/dlock-go/dlock/internal/redislua"
+)
+
+// attempt is one acquire attempt and, when it succeeds, the hold.
+type attempt struct {
+	d     *Driver
+	names names
+	owner string
+	ttl   time.Duration // the TTL set on the instances, whole milliseconds
+
+	// answers holds what each instance answered to the acquire.
+	answers []atomic.Int32
+	// ended is set when the attempt failed or its hold was released.
+	ended atomic.Bool
+}
+
+// What an instance answered to the acquire.
+const (
+	ansPending int32 = iota // no answer yet
+	ansGranted              // the lock is ours there
+	ansRefused              // another owner holds it there
+	ansUnknown              // an error: the lock may or may not be ours there
+	ansNotSent              // the request was never sent
+)
+
+func newAttempt(d *Driver, nm names, owner string, ttl time.Duration) *attempt {
+	return &attempt{d: d, names: nm, owner: owner, ttl: ttl, answers: make([]atomic.Int32, len(d.inst))}
+}
+
+// answer records each instance's answer to the acquire when it arrives,
+// also after TryAcquire stopped waiting for it. An answer that arrives
+// after the attempt ended, and may have granted the lock, is undone at
+// once, after it: a release sent earlier could have overtaken it.
+func (a *attempt) answer(inst int, val any, err error) {
+	st := ansUnknown
+	switch {
+	case errors.Is(err, errNotSent) || errors.Is(err, errStalled):
+		st = ansNotSent
+	case err == nil:
+		if won, _, _, perr := parseAcquire(reply{inst: inst, val: val}); perr == nil {
+			st = ansRefused
+			if won {
+				st = ansGranted
+			}
+		}
+	}
+	a.answers[inst].Store(st)
+	if (st == ansGranted || st == ansUnknown) && a.ended.Load() {
+		// Queued, not awaited: this runs on the instance's flusher.
+		a.d.inst[inst].batch.submit(a.releaseRequest(true), a.d.timeout(a.ttl), newGroup(1, 0, nil))
+	}
+}
+
+// acquired accepts an acquire reply that granted the lock.
+func acquired(val any, err error) bool {
+	won, _, _, perr := parseAcquire(reply{val: val, err: err})
+	return perr == nil && won
+}
+
+// end marks the attempt over and returns the instances to release now:
+// those that answered and where the lock is, or may be, ours. Those that
+// have not answered are released by answer when they do.
+func (a *attempt) end() []int {
+	a.ended.Store(true)
+	return a.where(func(st int32) bool { return st == ansGranted || st == ansUnknown })
+}
+
+// renewable returns the instances where the lock may be ours.
+func (a *attempt) renewable() []int {
+	return a.where(func(st int32) bool { return st != ansRefused && st != ansNotSent })
+}
+
+func (a *attempt) where(keep func(int32) bool) []int {
+	var idx []int
+	for i := range a.answers {
+		if keep(a.answers[i].Load()) {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
+
+// releaseRequest is the compare-and-delete of the lock.
+func (a *attempt) releaseRequest(publish bool) request {
+	announce := redislua.NoPublish
+	if publish {
+		announce = redislua.Publish
+	}
+	keys, args := redislua.ReleaseArgs(a.names.lock, a.names.channel, a.owner, announce, "released")
+	return request{script: redislua.Release, keys: keys, args: args}
+}
+
+// abandon ends a failed attempt: it releases the lock where it may have
+// been taken, in parallel and even when ctx has ended (bounded by the
+// per-instance timeout). An instance that never answers keeps the lock
+// until its TTL.
+func (a *attempt) abandon(ctx context.Context, publish bool) {
+	idx := a.end()
+	if len(idx) == 0 {
+		return
+	}
+	timeout := a.d.timeout(a.ttl)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	a.d.fanout(cctx, timeout, idx, a.releaseRequest(publish), a.d.quorum, flagSet)
+}
