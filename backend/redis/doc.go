@@ -113,50 +113,54 @@
 // # Benchmarks
 //
 // Measured with Redis 7.0.15 on loopback, on a 2-core machine shared with
-// other builds (load average about 10, so absolute times are inflated and
-// noisy; the paired ratios are the figures to read):
+// other builds (load average 7-8 during the run, so absolute times are
+// inflated and noisy; the paired ratios are the figures to read), three
+// runs each:
 //
 //	make up TOPOLOGIES="redis redis-cluster"; set -a; . .dlock/endpoints.env; set +a
-//	go test -run '^$' -bench 'LockUnlock|Contended|Conformance' -benchmem -count 2 ./backend/redis/
+//	go test -run '^$' -bench 'LockUnlock|Contended|Conformance' -benchmem -count 3 -benchtime 2s ./backend/redis/
 //
 // Uncontended Lock+Unlock against the bare textbook lock (SET NX PX, then a
-// Lua compare-and-delete), the three alternated in one loop
-// (BenchmarkLockUnlock/*/paired, six runs of 3s at load average 5-9):
+// Lua compare-and-delete), with this driver alone (TryAcquire+Release,
+// without the portable layer) in between, the three rotated in one loop
+// (BenchmarkLockUnlock/*/paired):
 //
-//	                 dlock       driver alone  bare       dlock/bare  driver/bare
-//	standalone       85-135 µs   72-108 µs     62-104 µs  0.72-0.79   0.83-0.96
-//	cluster          118-143 µs  113-150 µs    89-121 µs  0.75-0.85   0.73-0.84
+//	              dlock        driver alone  bare         dlock/bare  driver/bare
+//	standalone    112-141 µs   101-121 µs    82-100 µs    0.68-0.73   0.81-0.87
+//	cluster       163-172 µs   133-141 µs    111-116 µs   0.66-0.68   0.81-0.85
 //
-// Both make two round trips; client CPU is a quarter of the time and alike
-// for both (profiled). The difference is server time: dlock runs two
-// scripts where the bare lock runs one and a plain SET. An EVALSHA costs
-// about 2 µs on an idle server (redis-benchmark), but 13-30 µs per
-// acquisition were measured from commandstats on this loaded machine
-// against 9-11 µs for the bare lock, and that is the gap. The portable
-// layer adds the rest (owner, lease, watchdog goroutine and timers: 49
-// allocations per Lock+Unlock against 20). The goal of 0.9x is not met
-// here; on an idle machine the server-side difference (a few µs in a
-// 50 µs operation) suggests it would be, but that was not measured.
+// All three make two round trips; client CPU is a quarter of the time and
+// alike (profiled). The driver's gap is server time: it runs two scripts
+// where the bare lock runs one and a plain SET. An EVALSHA costs about 2 µs
+// on an idle server (redis-benchmark), but its server time grows several
+// times on this loaded machine (13-30 µs per acquisition for dlock's two
+// scripts against 9-11 µs for the bare lock, from commandstats). The
+// portable layer adds the rest (owner, lease, watchdog goroutine and
+// timers: 49 allocations per Lock+Unlock against 20; 59 on the Cluster).
+// The goal of 0.9x is not met here. On an idle machine the server-side
+// difference, a few µs in a 50 µs operation, suggests the driver would
+// reach it; that was not measured.
 //
 // Contended: one key, waiters goroutines over lockers Lockers, each holding
-// about 1 ms; handoff is from the holder starting Unlock to the next Lock
-// returning; commands per acquisition from INFO commandstats on a server of
-// the benchmark's own (cmds counts the calls scripts make, evals the
-// scripts, subs the (un)subscribes) (BenchmarkContended):
+// it about 1 ms; handoff is from the holder starting Unlock to the next
+// Lock returning; commands per acquisition come from INFO commandstats on a
+// redis-server the benchmark starts for itself, so other clients are not
+// counted (cmds counts every call, including those scripts make; evals the
+// scripts; subs the subscribes and unsubscribes) (BenchmarkContended):
 //
-//	waiters  lockers  handoff p50  p99       cmds/acq  evals/acq  subs/acq
-//	2        2        0.28 ms      1.5-1.9   13.3-13.9 3.4-3.5    0.8-1.0
-//	8        2        0.26-0.28 ms 0.9-1.8   13.3-13.5 3.4        0.8
-//	32       2        0.26-0.33 ms 0.7-0.9   13.5-13.8 3.4-3.5    0.8-0.9
-//	8        8        0.35-0.40 ms 2.9-5.3   37        9.3        0.8
-//	32       32       1.2 ms       9-27      127-129   32         1.2
+//	waiters  lockers  handoff p50    p99         cmds/acq   evals/acq  subs/acq
+//	2        2        0.22-0.27 ms   1.6-1.9 ms  13.9       3.5        1.0
+//	8        2        0.23-0.28 ms   1.0-1.5 ms  14.1-14.3  3.5-3.6    1.0-1.1
+//	32       2        0.24-0.29 ms   1.0-3.4 ms  14.0-14.8  3.5-3.6    1.0-1.3
+//	8        8        0.40-0.46 ms   3.3-4.1 ms  37.5-37.9  9.4-9.5    0.9-1.0
+//	32       32       0.64-1.40 ms   2.6-8.0 ms  129-131    32.3-32.9  0.7-1.2
 //
 // Waiters in one Locker queue in dlock and share one subscription, so
-// commands per acquisition do not grow with their number. Each Locker
-// (process) with a waiter is woken by a release and makes one attempt, so
-// commands per acquisition grow with the number of waiting Lockers, as in
-// Redisson's non-fair lock; a fair queue would avoid that and is not
+// commands per acquisition do not grow with their number (rows 1-3). Each
+// Locker (process) with a waiter is woken by a release and makes one
+// attempt, so they grow with the number of waiting Lockers (rows 4-5), as
+// in Redisson's non-fair lock; a fair queue would avoid that and is not
 // implemented. The conformance benchmark (BenchmarkConformance/*/Contended,
-// 8 goroutines over 2 Lockers, shared servers) gives handoff p50 0.30-0.36
-// ms standalone and 0.36-0.37 ms on the Cluster.
+// 8 goroutines over 2 Lockers on the shared servers) gives handoff p50
+// 0.24-0.28 ms standalone and 0.31-0.34 ms on the Cluster.
 package redis
