@@ -177,8 +177,8 @@
 // the fan-out runs in parallel and the ratio approaches that of the third
 // fastest of five round trips to one. Uncontended, an acquisition is 5
 // acquire scripts (SET NX PX, EXISTS, INCR, GET) and 5 release scripts
-// (GET, DEL, PUBLISH), a little less when an instance answers after the
-// hold ended; the second token phase is needed only when counters
-// disagree. Contended, the extra commands are refused attempts and the
+// (GET, DEL, PUBLISH), a little less when a slow instance still had the
+// previous hold's lock and refused (it then needs no release); the second
+// token phase is needed only when counters disagree. Contended, the extra commands are refused attempts and the
 // waiters' SUBSCRIBE, PING and UNSUBSCRIBE on every instance.
 package redlock
