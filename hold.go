@@ -11,32 +11,32 @@ import (
 )
 
 // hold is one granted lock: its lease, its Done channel and its watchdog.
+//
+// The watchdog is a single timer, not a goroutine: it fires at the next
+// renewal (about every TTL/3, when auto-renew is on) or at lossAt,
+// whichever comes first. Only drivers that report loss themselves
+// (Hold.Lost) cost a goroutine, to wait on that channel.
 type hold struct {
 	m  *mutex
 	gt *gate
 	dh driver.Hold
 
 	done     chan struct{} // closed when the hold ends, by Unlock or by loss
-	stop     chan struct{} // closed to stop the watchdog
-	poke     chan struct{} // an explicit Renew moved the lease
+	stopLost chan struct{} // stops the Lost watcher; nil without one
 	gateOnce sync.Once
 
-	mu      sync.Mutex
-	lease   Lease
-	renewAt time.Time // when the watchdog renews next
-	isEnded bool
-	lostErr error // why the hold was lost; nil if it ended by Unlock
+	mu       sync.Mutex
+	lease    Lease
+	renewAt  time.Time   // when the watchdog renews next
+	timer    *time.Timer // the watchdog
+	isEnded  bool
+	lostErr  error              // why the hold was lost; nil if it ended by Unlock
+	inFlight context.CancelFunc // cancels the watchdog's renewal in flight
+	flightCh chan struct{}      // closed when that renewal returns
 }
 
 func newHold(m *mutex, gt *gate, dh driver.Hold, sent time.Time) *hold {
-	h := &hold{
-		m:    m,
-		gt:   gt,
-		dh:   dh,
-		done: make(chan struct{}),
-		stop: make(chan struct{}),
-		poke: make(chan struct{}, 1),
-	}
+	h := &hold{m: m, gt: gt, dh: dh, done: make(chan struct{})}
 	h.setLease(sent, dh.TTL)
 	return h
 }
@@ -58,6 +58,15 @@ func (h *hold) lossAt() time.Time {
 	return h.lease.Expires.Add(-h.lease.TTL / 10)
 }
 
+// nextWake is how long until the watchdog must look again. h.mu held.
+func (h *hold) nextWake() time.Duration {
+	at := h.lossAt()
+	if h.m.opts.autoRenew && h.renewAt.Before(at) {
+		at = h.renewAt
+	}
+	return time.Until(at)
+}
+
 func (h *hold) leaseNow() Lease {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -76,7 +85,8 @@ func (h *hold) cause() error {
 	return h.lostErr
 }
 
-// end closes Done once. It reports whether the hold had already ended.
+// end closes Done once and stops the watchdog. It reports whether the hold
+// had already ended.
 func (h *hold) end(lostErr error) (already bool) {
 	h.mu.Lock()
 	if h.isEnded {
@@ -85,6 +95,12 @@ func (h *hold) end(lostErr error) (already bool) {
 	}
 	h.isEnded = true
 	h.lostErr = lostErr
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	if h.stopLost != nil {
+		close(h.stopLost)
+	}
 	h.mu.Unlock()
 	close(h.done)
 	return false
@@ -97,79 +113,91 @@ func (h *hold) lose(err error) {
 	}
 }
 
-// finish ends the hold for Unlock and stops the watchdog. It reports whether
-// the hold had been lost before.
+// finish ends the hold for Unlock. A renewal the watchdog has in flight is
+// cancelled and waited for, so that none reaches the backend after Unlock.
+// It reports whether the hold had been lost before.
 func (h *hold) finish() (wasLost bool) {
 	h.end(nil)
-	close(h.stop)
-	return h.cause() != nil
+	h.mu.Lock()
+	cancel, flight := h.inFlight, h.flightCh
+	lost := h.lostErr != nil
+	h.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-flight
+	}
+	return lost
 }
 
 func (h *hold) leaveGate() {
 	h.gateOnce.Do(func() { h.m.l.gates.leave(h.m.key, h.gt) })
 }
 
+// start arms the watchdog.
 func (h *hold) start() {
-	h.m.l.wg.Add(1)
-	go h.watchdog()
-}
-
-// watchdog renews the lease about every TTL/3 (when auto-renew is on), and
-// ends the hold as lost when the driver reports loss, when the backend says
-// the lock is no longer ours, or when no renewal has succeeded by lossAt.
-func (h *hold) watchdog() {
-	defer h.m.l.wg.Done()
-	lost := h.dh.Lost // nil channel blocks forever: fine
-	lossTimer := time.NewTimer(time.Hour)
-	renewTimer := time.NewTimer(time.Hour)
-	defer lossTimer.Stop()
-	defer renewTimer.Stop()
-	retry := time.Time{}
-	for {
-		h.mu.Lock()
-		if h.isEnded {
-			h.mu.Unlock()
-			return
-		}
-		lossAt, renewAt, ttl := h.lossAt(), h.renewAt, h.lease.TTL
-		h.mu.Unlock()
-		if retry.After(renewAt) {
-			renewAt = retry
-		}
-		lossTimer.Reset(time.Until(lossAt))
-		var renewC <-chan time.Time
-		if h.m.opts.autoRenew {
-			renewTimer.Reset(time.Until(renewAt))
-			renewC = renewTimer.C
-		}
-		select {
-		case <-h.stop:
-			return
-		case <-h.poke:
-			retry = time.Time{}
-		case <-lost:
-			h.lose(fmt.Errorf("backend reported the hold ended"))
-		case <-lossTimer.C:
-			h.lose(fmt.Errorf("lease validity ended without a successful renewal"))
-		case <-renewC:
-			err := h.renew(context.Background())
-			switch {
-			case err == nil:
-				retry = time.Time{}
-			case errors.Is(err, ErrLockLost) || errors.Is(err, ErrNotHeld):
-				// renew has ended the hold already
-			default:
-				// Transient: try again soon, until lossAt gives up.
-				retry = time.Now().Add(max(ttl/20, 10*time.Millisecond))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.isEnded {
+		return
+	}
+	h.timer = time.AfterFunc(h.nextWake(), h.tick)
+	if lost := h.dh.Lost; lost != nil {
+		h.stopLost = make(chan struct{})
+		stop := h.stopLost
+		h.m.l.wg.Add(1)
+		go func() {
+			defer h.m.l.wg.Done()
+			select {
+			case <-lost:
+				h.lose(errors.New("backend reported the hold ended"))
+			case <-stop:
 			}
-		}
-		lossTimer.Stop()
-		renewTimer.Stop()
+		}()
 	}
 }
 
-// renew extends the lease. A renewal that comes back after lossAt does not
-// revive a hold that has been declared lost.
+// tick is the watchdog: it declares the hold lost at lossAt, and otherwise
+// renews when renewAt has come (retrying soon after a transient failure).
+func (h *hold) tick() {
+	h.mu.Lock()
+	if h.isEnded || h.inFlight != nil {
+		h.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	if !now.Before(h.lossAt()) {
+		h.mu.Unlock()
+		h.lose(errors.New("lease validity ended without a successful renewal"))
+		return
+	}
+	if !h.m.opts.autoRenew || now.Before(h.renewAt) {
+		h.timer.Reset(h.nextWake())
+		h.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.inFlight, h.flightCh = cancel, make(chan struct{})
+	flight, ttl := h.flightCh, h.lease.TTL
+	h.mu.Unlock()
+
+	err := h.renew(ctx)
+
+	h.mu.Lock()
+	cancel()
+	h.inFlight, h.flightCh = nil, nil
+	close(flight)
+	if err != nil && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrNotHeld) {
+		// Transient: try again soon, until lossAt gives up.
+		h.renewAt = time.Now().Add(max(ttl/20, 10*time.Millisecond))
+	}
+	if !h.isEnded {
+		h.timer.Reset(h.nextWake())
+	}
+	h.mu.Unlock()
+}
+
+// renew extends the lease. A renewal that comes back after the hold was
+// declared lost does not revive it.
 func (h *hold) renew(ctx context.Context) error {
 	h.mu.Lock()
 	if h.isEnded {
@@ -191,15 +219,13 @@ func (h *hold) renew(ctx context.Context) error {
 		return classify(ctx, err, false)
 	}
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.isEnded {
-		h.mu.Unlock()
 		return ErrLockLost
 	}
 	h.setLease(sent, ttl)
-	h.mu.Unlock()
-	select {
-	case h.poke <- struct{}{}:
-	default:
+	if h.timer != nil && h.inFlight == nil {
+		h.timer.Reset(h.nextWake())
 	}
 	return nil
 }

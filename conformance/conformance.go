@@ -10,8 +10,12 @@
 //
 //	func TestConformance(t *testing.T) {
 //		conformance.Run(t, conformance.Harness{
-//			NewLocker:  func(ctx context.Context) (dlock.Locker, error) { return mybackend.Open(ctx, url) },
-//			Unreachable: func(ctx context.Context, addr string) (dlock.Locker, error) { ... },
+//			NewLocker: func(ctx context.Context, opts ...dlock.Option) (dlock.Locker, error) {
+//				return mybackend.New(ctx, endpoint, opts...)
+//			},
+//			Unreachable: func(ctx context.Context, addr string) (dlock.Locker, error) {
+//				return mybackend.New(ctx, addr)
+//			},
 //			BreakLease: func(ctx context.Context, key string) error { ... },
 //			TTL:        time.Second,
 //		})
