@@ -55,6 +55,9 @@ func (d *Driver) timeout(ttl time.Duration) time.Duration {
 // (errNotAwaited in the result).
 func (d *Driver) fanout(ctx context.Context, timeout time.Duration, idx []int, req request,
 	need int, ok func(any, error) bool) []reply {
+	if len(idx) == 0 {
+		return nil
+	}
 	g := newGroup(len(idx), need, ok)
 	submitted := time.Now()
 	calls := make([]*call, len(idx))

@@ -86,6 +86,10 @@ type Driver struct {
 
 	closeOnce sync.Once
 	closed    chan struct{}
+
+	mu       sync.Mutex
+	isClosed bool
+	hub      []*hub // one per instance, started by the first Watch
 }
 
 var _ driver.Locker = (*Driver)(nil)
@@ -95,9 +99,6 @@ type instance struct {
 	client *redis.Client
 	addr   string
 	batch  *batcher
-
-	hubOnce sync.Once
-	hub     *hub
 
 	requests atomic.Uint64
 	errors   atomic.Uint64
@@ -198,11 +199,15 @@ func (d *Driver) Close() error {
 		// Requests still on their way (releases the portable layer did not
 		// wait for, undoing of late grants) end within their timeout.
 		deadline := time.Now().Add(d.cfg.Timeout + 100*time.Millisecond)
+		d.mu.Lock()
+		d.isClosed = true
+		hubs := d.hub
+		d.mu.Unlock()
+		for _, h := range hubs {
+			h.close()
+		}
 		var errs []error
 		for _, in := range d.inst {
-			if in.hub != nil {
-				in.hub.close()
-			}
 			in.batch.drain(deadline)
 			if d.owned {
 				errs = append(errs, in.client.Close())

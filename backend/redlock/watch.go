@@ -29,9 +29,13 @@ func (d *Driver) Watch(ctx context.Context, key string) (driver.Watch, error) {
 		h   *hub
 		err error
 	}
+	hubs, err := d.hubs()
+	if err != nil {
+		return nil, err
+	}
 	results := make(chan result, len(d.inst))
-	for _, in := range d.inst {
-		h := d.hubOf(in)
+	for i, in := range d.inst {
+		h := hubs[i]
 		in.requests.Add(1)
 		go func() {
 			sctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
@@ -94,9 +98,20 @@ func (d *Driver) subscribed(ctx context.Context, w *watch, h *hub, err error) er
 	return nil
 }
 
-func (d *Driver) hubOf(in *instance) *hub {
-	in.hubOnce.Do(func() { in.hub = newHub(in, d.cfg.Timeout) })
-	return in.hub
+// hubs returns the pub/sub hub of every instance, starting them on first
+// use.
+func (d *Driver) hubs() ([]*hub, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.isClosed {
+		return nil, driver.ErrClosed
+	}
+	if d.hub == nil {
+		for _, in := range d.inst {
+			d.hub = append(d.hub, newHub(in, d.cfg.Timeout))
+		}
+	}
+	return d.hub, nil
 }
 
 // watch is one waiter's subscription on the instances in hubs.
