@@ -96,20 +96,21 @@
 // intersects that one in an instance whose counter it could only increment
 // after our lock there was gone, so it reads at least T and gets more than
 // T. Phase 2 is a second round trip only when the counters of the first
-// majority to answer disagree (after a restart, or when an instance missed
-// acquisitions while it was down or slow), and it raises them all to T, so
-// they agree again.
+// majority to answer disagree: on a key's first use (each instance seeds
+// its counter from its own clock), after a restart, or when an instance
+// missed acquisitions while it was down or slow. It raises them all to T,
+// so they agree again.
 //
-// This holds as long as instances keep their counters. Run them with AOF
-// and appendfsync always, or follow the Redlock page's rule for restarts
-// without persistence: keep a restarted instance out for longer than the
-// longest TTL. A counter that is missing (new key, or an instance that lost
-// its data) is seeded with the server clock in whole seconds, as
-// microseconds, so a restart that wiped a counter still issues tokens above
-// the old ones, provided one key is not taken more than a million times a
-// second and the instances' clocks do not lag each other by more than the
-// time since the counter was first seeded. Counters are kept forever (one
-// small string per key ever locked).
+// Tokens stay monotone as long as the instances keep their counters: run
+// them with AOF and appendfsync always. Without persistence, a counter
+// lost in a restart is seeded again from the server clock in microseconds
+// (as in the redis backend), which is above every token issued before as
+// long as one key is not taken more than a million times a second and the
+// instances' clocks agree to within the time since the key was first
+// locked. Exclusion across a restart without persistence needs the
+// Redlock page's rule: keep a restarted instance out for longer than the
+// longest TTL, so that it forgets no lock that is still held. Counters are
+// kept forever (one small string per key ever locked).
 //
 // # Renew, release
 //

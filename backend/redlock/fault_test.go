@@ -261,6 +261,36 @@ func TestFaultThreeOfFiveDown(t *testing.T) {
 	_ = held.Unlock(ctx)
 }
 
+// A majority of masters restarted empty (no persistence) right after a key
+// was first locked, and then the masters that remember its counter gone:
+// the next token comes only from counters seeded again from the clock, and
+// must still be greater than the last one.
+func TestFaultRestartEmptyMajority(t *testing.T) {
+	m := privateMasters(t)
+	l, _ := m.locker(t, dlock.WithTTL(10*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	mx, _ := l.NewMutex("fresh")
+	if err := mx.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last := mx.Token()
+	if err := mx.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m.down(t, 1, 2, 4)
+	m.up(t, 1, 2, 4)
+	m.down(t, 0, 3)
+	if err := mx.Lock(ctx); err != nil {
+		t.Fatalf("Lock on the three masters restarted empty: %v", err)
+	}
+	t.Logf("token %d before the restart, %d after", last, mx.Token())
+	if mx.Token() <= last {
+		t.Errorf("token %d from masters restarted empty; want greater than %d", mx.Token(), last)
+	}
+	_ = mx.Unlock(ctx)
+}
+
 // A paused (SIGSTOP) master answers nothing: the acquire goes on with the
 // other four (it returns once a majority granted it, so the paused one
 // costs nothing, and never more than the per-instance timeout), and the

@@ -17,14 +17,12 @@ import "github.com/redis/go-redis/v9"
 //	KEYS[1] lock, KEYS[2] counter; ARGV[1] owner, ARGV[2] TTL in ms
 //
 // Returns {1, counter} when the lock is ours: newly set (the counter is
-// incremented, or seeded when missing with the server's clock in whole
-// seconds, as microseconds: instances seeded in the same second agree, so
-// a new key rarely needs phase 2, and a counter lost in a restart comes
-// back above every token issued before, unless one key was taken more than
-// a million times a second) or already
-// ours (a retried request: the counter is returned unchanged). Returns
-// {0, PTTL, holder} when another owner holds it. A counter that is not an
-// integer is a NOTALOCK error, and nothing is changed.
+// incremented, or, when missing, seeded from the server clock in
+// microseconds, as the redis backend does, so that a counter lost in a
+// restart comes back above every token issued before) or already ours (a
+// retried request: the counter is returned unchanged). Returns {0, PTTL,
+// holder} when another owner holds it. A counter that is not an integer
+// is a NOTALOCK error, and nothing is changed.
 var acquireScript = redis.NewScript(`
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if redis.call('EXISTS', KEYS[2]) == 1 then
@@ -34,7 +32,8 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
       return redis.error_reply('NOTALOCK the fencing counter ' .. KEYS[2] .. ' is not an integer: ' .. tostring(n.err))
     end
   else
-    redis.call('SET', KEYS[2], redis.call('TIME')[1] .. '000000')
+    local t = redis.call('TIME')
+    redis.call('SET', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))
   end
   return {1, redis.call('GET', KEYS[2])}
 end
