@@ -155,31 +155,34 @@
 //	go test -run '^$' -bench 'Conformance|SingleRedis|Commands|Bare' -count 3 ./backend/redlock/
 //
 // Medians of three runs (range in brackets), on the two-core development
-// machine while other builds and tests ran (load average 7-9):
+// machine while other builds and tests ran (load average 2-4):
 //
-//	Lock+Unlock, one goroutine        redlock-5   666µs [505-805]   (Conformance/five/Uncontended)
-//	                                  redis-1     144µs [104-152]   (SingleRedis/one/Uncontended)
-//	bare SET NX PX + compare-and-del  5 parallel  650µs [606-757]   (Bare/5)
-//	                                  1           89µs  [65-126]    (Bare/1)
-//	contended handoff (8 goroutines,  redlock-5   p50 1.07ms [1.06-1.26]  p99 4.5ms [4.5-6.9]  343 acq/s
-//	2 Lockers, 1ms hold)              redis-1     p50 0.30ms [0.30-0.31]  p99 1.9ms [1.8-2.2]  575 acq/s
-//	commands per acquisition          redlock-5   uncontended 44.5 (9.9 scripts), contended 102 (21.4 scripts)
-//	(INFO commandstats, all           redis-1     uncontended 7 (2 scripts),     contended 15.3 (3.7 scripts)
+//	Lock+Unlock, one goroutine        redlock-5   399µs [383-416]   (Conformance/five/Uncontended)
+//	                                  redis-1     134µs [130-134]   (SingleRedis/one/Uncontended)
+//	bare SET NX PX + compare-and-del  5 parallel  382µs [361-411]   (Bare/5)
+//	                                  1           121µs [92-122]    (Bare/1)
+//	contended handoff (8 goroutines,  redlock-5   p50 0.85ms [0.67-0.89]  p99 4.1ms [2.6-8.3]  390 acq/s
+//	2 Lockers, 1ms hold)              redis-1     p50 0.21ms [0.21-0.29]  p99 0.5ms [0.4-0.6]  692 acq/s
+//	commands per acquisition          redlock-5   uncontended 44.6 (9.9 scripts), contended 102 (21.3 scripts)
+//	(INFO commandstats, all           redis-1     uncontended 7 (2 scripts),     contended 14.4 (3.6 scripts)
 //	instances, script-internal
 //	commands included)
 //
 // The goal of at most 1.5 times the single-instance latency is not met on
-// this machine, and cannot be: the bare five-way fan-out alone costs about
-// seven times one bare round trip, since five server processes and the
-// client share two busy cores. Redlock through dlock is about as fast as
-// that bare fan-out (it returns at the third answer and batches, which
-// pays for dlock's own work), so its cost is the fan-out, not the driver;
-// on a machine with a core per instance, or instances on their own hosts,
-// the fan-out runs in parallel and the ratio approaches that of the third
-// fastest of five round trips to one. Uncontended, an acquisition is 5
-// acquire scripts (SET NX PX, EXISTS, INCR, GET) and 5 release scripts
-// (GET, DEL, PUBLISH), a little less when a slow instance still had the
-// previous hold's lock and refused (it then needs no release); the second
-// token phase is needed only when counters disagree. Contended, the extra commands are refused attempts and the
+// this machine (3.0 times), and cannot be: the bare five-way fan-out alone
+// costs 3.2 times one bare round trip, since five server processes and the
+// client share two busy cores. Redlock through dlock is as fast as that
+// bare fan-out (it returns at the third answer and batches, which pays for
+// dlock's own work), as the redis backend is as fast as one bare round
+// trip: the cost is the fan-out, not the driver. On a machine with a core
+// per instance, or instances on their own hosts, the fan-out runs in
+// parallel and the ratio approaches that of the third fastest of five
+// round trips to one.
+//
+// Uncontended, an acquisition is 5 acquire scripts (SET NX PX, EXISTS,
+// INCR, GET) and 5 release scripts (GET, DEL, PUBLISH), a little less when
+// a slow instance still had the previous hold's lock and refused (it then
+// needs no release); the second token phase is needed only when counters
+// disagree. Contended, the extra commands are refused attempts and the
 // waiters' SUBSCRIBE, PING and UNSUBSCRIBE on every instance.
 package redlock
