@@ -142,6 +142,9 @@ func parseAcquire(r reply) (won bool, counter uint64, ref refusal, err error) {
 func (a *attempt) fence(ctx context.Context, timeout time.Duration, won []int, counters []uint64) (uint64, error) {
 	d := a.d
 	token := slices.Max(counters)
+	if token == 0 { // only if counters were deleted under a held lock
+		return 0, driver.Unavailable(errors.New("redlock: every fencing counter read 0"))
+	}
 	var behind []int
 	for k, i := range won {
 		if counters[k] < token {
