@@ -23,15 +23,15 @@ func (d *drv) TryAcquire(ctx context.Context, req driver.Request) (driver.Hold, 
 	}
 	defer d.leave()
 	q := d.queue(req.Key)
-	me := q + req.Owner
 	for retried := false; ; retried = true {
 		l, err := d.leases.get(ctx, req.TTL)
 		if err != nil {
 			return driver.Hold{}, mapErr(ctx, err)
 		}
+		me := entry(q, l)
 		resp, err := d.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(q), "=", 0).WithPrefix()).
-			Then(clientv3.OpPut(me, "", clientv3.WithLease(l.id))).
+			Then(clientv3.OpPut(me, req.Owner, clientv3.WithLease(l.id))).
 			Commit()
 		if leaseGone(err) && !retried {
 			continue // an idle lease expired or was revoked: nothing was written
@@ -49,7 +49,10 @@ func (d *drv) TryAcquire(ctx context.Context, req driver.Request) (driver.Hold, 
 }
 
 // Acquire queues for req.Key and blocks until every earlier entry of the
-// queue is gone. Each waiter watches only its predecessor: no herd.
+// queue is gone. Each waiter watches only its predecessor: no herd. When
+// ctx ends while it waits, it removes its entry and returns ctx's error
+// together with ErrNotAcquired (the server answered; the wait was longer
+// than ctx).
 func (d *drv) Acquire(ctx context.Context, req driver.Request) (driver.Hold, error) {
 	if err := d.enter(ctx); err != nil {
 		return driver.Hold{}, err
@@ -59,44 +62,61 @@ func (d *drv) Acquire(ctx context.Context, req driver.Request) (driver.Hold, err
 	if err != nil {
 		return driver.Hold{}, err
 	}
-	if pred == "" {
+	if pred.key == "" {
 		return d.granted(h, keyWatch{}), nil
 	}
 	own, err := d.wait(ctx, h, pred)
 	if err != nil {
 		d.abandon(ctx, h, err)
+		if cerr := ctx.Err(); cerr != nil {
+			// Queued behind a holder: a deadline, not an outage.
+			err = fmt.Errorf("%w: %w", driver.ErrNotAcquired, cerr)
+		}
 		return driver.Hold{}, err
 	}
 	return d.granted(h, own), nil
 }
 
+// incarnation is one life of a queue entry: names are reused (see entry),
+// so a name and its create revision identify it.
+type incarnation struct {
+	key string
+	rev int64
+}
+
 // enqueue adds the caller's entry to key's queue, reading in the same
-// transaction the entry created last before it: its predecessor, or "" when
-// the queue was empty and the lock is held.
-func (d *drv) enqueue(ctx context.Context, req driver.Request) (*hold, string, error) {
+// transaction the entry created last before it: its predecessor, or none
+// when the queue was empty and the lock is held.
+func (d *drv) enqueue(ctx context.Context, req driver.Request) (*hold, incarnation, error) {
 	q := d.queue(req.Key)
-	me := q + req.Owner
 	for retried := false; ; retried = true {
 		l, err := d.leases.get(ctx, req.TTL)
 		if err != nil {
-			return nil, "", mapErr(ctx, err)
+			return nil, incarnation{}, mapErr(ctx, err)
 		}
+		me := entry(q, l)
 		resp, err := d.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(me), "=", 0)).
 			Then(clientv3.OpGet(q, append(clientv3.WithLastCreate(), clientv3.WithKeysOnly())...),
-				clientv3.OpPut(me, "", clientv3.WithLease(l.id))).
+				clientv3.OpPut(me, req.Owner, clientv3.WithLease(l.id))).
 			Commit()
 		if leaseGone(err) && !retried {
 			continue
 		}
 		if err != nil {
 			d.undo(ctx, l)
-			return nil, "", mapErr(ctx, err)
+			return nil, incarnation{}, mapErr(ctx, err)
+		}
+		if !resp.Succeeded {
+			// A lease backs one entry at a time, so this cannot happen;
+			// if it did, that entry is someone's: leave it and its lease.
+			return nil, incarnation{}, fmt.Errorf("etcd: queue entry %q already exists", me)
 		}
 		h := d.newHold(q, me, resp.Header.Revision, l)
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-			return h, string(kvs[0].Key), nil
+			return h, incarnation{string(kvs[0].Key), kvs[0].CreateRevision}, nil
 		}
-		return h, "", nil
+		return h, incarnation{}, nil
 	}
 }
 
@@ -117,7 +137,7 @@ var errQueuedLost = fmt.Errorf("etcd: queue entry deleted while waiting (lease e
 //
 // Meanwhile wait keeps h's lease alive and watches h's own entry; the
 // returned watch becomes the hold's loss watch.
-func (d *drv) wait(ctx context.Context, h *hold, pred string) (own keyWatch, err error) {
+func (d *drv) wait(ctx context.Context, h *hold, pred incarnation) (own keyWatch, err error) {
 	var pw keyWatch // on pred
 	defer func() {
 		pw.stop()
@@ -134,7 +154,7 @@ func (d *drv) wait(ctx context.Context, h *hold, pred string) (own keyWatch, err
 	for {
 		read := true
 		if pw.ch == nil && !predGone {
-			pw = d.watchDelete(h.ctx, pred, clientv3.WithCreatedNotify())
+			pw = d.watchDelete(h.ctx, pred.key, clientv3.WithCreatedNotify())
 			if at, err = d.created(ctx, pw); err != nil {
 				return own, err
 			}
@@ -158,7 +178,7 @@ func (d *drv) wait(ctx context.Context, h *hold, pred string) (own keyWatch, err
 			if len(before) == 0 {
 				return own, nil
 			}
-			if k := string(before[0].Key); k != pred || pw.ch == nil {
+			if k := (incarnation{string(before[0].Key), before[0].CreateRevision}); k != pred || pw.ch == nil {
 				pw.stop()
 				pred, predGone = k, false
 				continue
@@ -176,14 +196,14 @@ func (d *drv) wait(ctx context.Context, h *hold, pred string) (own keyWatch, err
 					at = 0
 					break waiting
 				}
-				if hasDelete(wr) {
+				if deletedAfter(wr, pred.rev) {
 					pw.stop()
-					predGone, at = true, wr.Header.Revision
+					predGone, at = true, max(wr.Header.Revision, h.rev)
 					break waiting
 				}
 			case wr, ok := <-own.ch:
 				if ok && wr.Err() == nil {
-					if hasDelete(wr) {
+					if deletedAfter(wr, h.rev) {
 						return own, errQueuedLost
 					}
 					continue
@@ -293,9 +313,11 @@ func (d *drv) isDone() bool {
 	}
 }
 
-func hasDelete(wr clientv3.WatchResponse) bool {
+// deletedAfter reports whether wr deletes its key after revision rev: an
+// earlier deletion ended an earlier incarnation of a reused name.
+func deletedAfter(wr clientv3.WatchResponse, rev int64) bool {
 	for _, ev := range wr.Events {
-		if ev.Type == mvccpb.DELETE {
+		if ev.Type == mvccpb.DELETE && ev.Kv.ModRevision > rev {
 			return true
 		}
 	}

@@ -73,7 +73,7 @@ func (d *drv) watchLost(h *hold, w keyWatch) {
 		select {
 		case wr, ok := <-w.ch:
 			if ok && wr.Err() == nil {
-				if hasDelete(wr) {
+				if deletedAfter(wr, h.rev) {
 					h.markLost()
 					return
 				}

@@ -1,16 +1,26 @@
 package etcd
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // The namespace under a Locker's prefix P holds one queue per user key:
 //
-//	P + escape(key) + "/" + owner
+//	P + escape(key) + "/" + lease ID in hex   (value: the hold's owner ID)
 //
 // escape leaves ASCII letters, digits and "-._~" alone and writes every other
 // byte as %XX, so an escaped key never contains "/" and the queue prefix of
 // one key is never a prefix of another key's queue: "a" and "a/b" become
-// "P/a/" and "P/a%2Fb/". The entry's name ends in the hold's random owner ID,
-// so no two acquire attempts ever write the same etcd key.
+// "P/a/" and "P/a%2Fb/".
+//
+// An entry is named after its lease, which backs one entry at a time and is
+// reused by the Locker's later holds. Reusing names matters: etcd keeps
+// every deleted key in its index until the next compaction, and a queue
+// read walks all of them, so a fresh name per hold would make each lock
+// slower than the last. The price is that an entry name alone does not
+// identify a hold (etcd issue 22082); its create revision does, and every
+// delete is guarded by it.
 
 // escape maps a user key injectively onto a string without "/".
 func escape(key string) string {
@@ -37,6 +47,9 @@ func plain(c byte) bool {
 
 // queue returns the etcd prefix under which key's waiters and holder queue.
 func (d *drv) queue(key string) string { return d.prefix + escape(key) + "/" }
+
+// entry returns the name of the entry lease l backs in queue q.
+func entry(q string, l *lease) string { return q + strconv.FormatInt(int64(l.id), 16) }
 
 // normPrefix turns a user-given prefix into the Locker's namespace: the
 // default when empty, and always ending in "/".

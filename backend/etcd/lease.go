@@ -62,9 +62,9 @@ func seconds(ttl time.Duration) int64 {
 
 // get returns a lease of ttl (rounded up to whole seconds). An idle lease
 // whose renewal is not due yet (less than a third of its TTL used) is used
-// as is; one less than two thirds used is kept alive first, which costs a
-// round trip but no consensus write; older ones are dropped and a new lease
-// is granted.
+// as is; an older one that still runs is kept alive first, which costs a
+// round trip but no consensus write (and keeps entry names few, see
+// entry); one about to expire is dropped and a new lease is granted.
 func (p *leasePool) get(ctx context.Context, ttl time.Duration) (*lease, error) {
 	want := seconds(ttl)
 	for {
@@ -77,7 +77,7 @@ func (p *leasePool) get(ctx context.Context, ttl time.Duration) (*lease, error) 
 		if age < lt/3 {
 			return l, nil
 		}
-		if age < lt*2/3 {
+		if age < lt*3/4 {
 			if err := p.keepAlive(ctx, l); err == nil {
 				return l, nil
 			} else if ctx.Err() != nil {
@@ -109,7 +109,7 @@ func (p *leasePool) pop(want int64) *lease {
 // put returns a lease that no longer carries any key to the pool.
 func (p *leasePool) put(l *lease) {
 	since, lt := l.state()
-	if time.Since(since) >= lt*2/3 {
+	if time.Since(since) >= lt*3/4 {
 		return // about to expire: not worth keeping
 	}
 	p.mu.Lock()

@@ -99,8 +99,8 @@ func TestQueueCleanup(t *testing.T) {
 	bErr := lockAsync(ctx, b)
 	e.waitQueue(t, key, 3)
 	acancel()
-	if err := <-aErr; !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled waiter: %v; want context.Canceled", err)
+	if err := <-aErr; !errors.Is(err, context.Canceled) || !errors.Is(err, dlock.ErrNotAcquired) || errors.Is(err, dlock.ErrUnavailable) {
+		t.Fatalf("cancelled waiter: %v; want context.Canceled and ErrNotAcquired, not ErrUnavailable", err)
 	}
 	e.waitQueue(t, key, 2) // A's entry is gone
 	select {

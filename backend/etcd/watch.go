@@ -47,7 +47,7 @@ func (w *queueWatch) forward() {
 		if wr.Err() != nil {
 			return
 		}
-		if hasDelete(wr) {
+		if deletedAfter(wr, 0) {
 			select {
 			case w.changed <- struct{}{}:
 			default:
