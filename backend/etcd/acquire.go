@@ -135,8 +135,9 @@ var errQueuedLost = fmt.Errorf("etcd: queue entry deleted while waiting (lease e
 // started at the very revision of the enqueue: nothing changed in between.
 // Every grant follows a read that saw h's entry and no earlier one.
 //
-// Meanwhile wait keeps h's lease alive and watches h's own entry; the
-// returned watch becomes the hold's loss watch.
+// Meanwhile wait keeps h's lease alive and, once the wait has lasted
+// lazyWatch, watches h's own entry; the returned watch becomes the hold's
+// loss watch.
 func (d *drv) wait(ctx context.Context, h *hold, pred incarnation) (own keyWatch, err error) {
 	var pw keyWatch // on pred
 	defer func() {
@@ -147,6 +148,9 @@ func (d *drv) wait(ctx context.Context, h *hold, pred incarnation) (own keyWatch
 	}()
 	ka := time.NewTimer(keepAliveDelay(h.lease))
 	defer ka.Stop()
+	lazy := time.NewTimer(lazyWatch) // most waits are short: watch h later
+	defer lazy.Stop()
+	watchOwn := false
 	ownFrom := h.rev + 1 // the own watch starts here: h's entry existed before
 	fresh := true        // the enqueue's read is all the watch may have missed
 	predGone := false    // pred was deleted: read before watching anything
@@ -165,26 +169,24 @@ func (d *drv) wait(ctx context.Context, h *hold, pred incarnation) (own keyWatch
 		}
 		fresh = false
 		if read {
-			resp, rev, err := d.readQueue(ctx, h, at)
+			alive, before, rev, err := d.readQueue(ctx, h, at)
 			if err != nil {
 				return own, mapErr(ctx, err)
 			}
-			mine := resp.Responses[0].GetResponseRange().Kvs
-			if len(mine) == 0 || mine[0].CreateRevision != h.rev {
+			if !alive {
 				return own, errQueuedLost
 			}
 			ownFrom = rev + 1
-			before := resp.Responses[1].GetResponseRange().Kvs
-			if len(before) == 0 {
+			if before.key == "" {
 				return own, nil
 			}
-			if k := (incarnation{string(before[0].Key), before[0].CreateRevision}); k != pred || pw.ch == nil {
+			if before != pred || pw.ch == nil {
 				pw.stop()
-				pred, predGone = k, false
+				pred, predGone = before, false
 				continue
 			}
 		}
-		if own.ch == nil {
+		if own.ch == nil && watchOwn {
 			own = d.watchDelete(h.ctx, h.key, clientv3.WithRev(ownFrom))
 		}
 	waiting:
@@ -214,6 +216,9 @@ func (d *drv) wait(ctx context.Context, h *hold, pred incarnation) (own keyWatch
 				own.stop() // broken: read, then watch from the read
 				at = 0
 				break waiting
+			case <-lazy.C:
+				watchOwn = true
+				own = d.watchDelete(h.ctx, h.key, clientv3.WithRev(ownFrom))
 			case <-ka.C:
 				kctx, cancel := context.WithTimeout(ctx, max(h.ttl()/3, time.Second))
 				err := d.leases.keepAlive(kctx, h.lease)
@@ -237,38 +242,47 @@ func (d *drv) wait(ctx context.Context, h *hold, pred incarnation) (own keyWatch
 	}
 }
 
-// readQueue reads h's own entry and its predecessor, and returns the
-// revision it read at. With at > 0 it reads the state at revision at, from
-// whichever member answers and without a round of consensus (serializable):
-// that is enough because the watches cover every change after at. A member
-// that has not applied at yet, or has compacted it, is asked again for the
+// readQueue reads the two last entries created up to h's, newest first:
+// h's own (alive reports whether it is still there) and its predecessor
+// (zero when h is at the head of the queue). It returns the revision it
+// read at. With at > 0 it reads the state at revision at, from whichever
+// member answers and without a round of consensus (serializable): that is
+// enough because the watches cover every change after at. A member that
+// has not applied at yet, or has compacted it, is asked again for the
 // latest state (linearizable).
-func (d *drv) readQueue(ctx context.Context, h *hold, at int64) (*clientv3.TxnResponse, int64, error) {
-	ops := func(opts ...clientv3.OpOption) []clientv3.Op {
-		return []clientv3.Op{
-			clientv3.OpGet(h.key, append(opts, clientv3.WithKeysOnly())...),
-			clientv3.OpGet(h.queue, append(append(opts, clientv3.WithLastCreate()...),
-				clientv3.WithMaxCreateRev(h.rev-1), clientv3.WithKeysOnly())...),
-		}
+func (d *drv) readQueue(ctx context.Context, h *hold, at int64) (alive bool, pred incarnation, rev int64, err error) {
+	opts := []clientv3.OpOption{
+		clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(h.rev),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2),
 	}
+	var resp *clientv3.GetResponse
 	if at > 0 {
-		resp, err := d.cli.Txn(ctx).Then(ops(clientv3.WithRev(at), clientv3.WithSerializable())...).Commit()
-		if err == nil {
-			return resp, at, nil
-		}
-		if !errors.Is(err, rpctypes.ErrFutureRev) && !errors.Is(err, rpctypes.ErrCompacted) {
-			return nil, 0, err
+		resp, err = d.cli.Get(ctx, h.queue, append(opts, clientv3.WithRev(at), clientv3.WithSerializable())...)
+		rev = at
+		if err != nil && (errors.Is(err, rpctypes.ErrFutureRev) || errors.Is(err, rpctypes.ErrCompacted)) {
+			resp = nil
+		} else if err != nil {
+			return false, incarnation{}, 0, err
 		}
 	}
-	var resp *clientv3.TxnResponse
-	err := retry(ctx, func(ctx context.Context) (err error) {
-		resp, err = d.cli.Txn(ctx).Then(ops()...).Commit()
-		return err
-	})
-	if err != nil {
-		return nil, 0, err
+	if resp == nil {
+		err = retry(ctx, func(ctx context.Context) (err error) {
+			resp, err = d.cli.Get(ctx, h.queue, opts...)
+			return err
+		})
+		if err != nil {
+			return false, incarnation{}, 0, err
+		}
+		rev = resp.Header.Revision
 	}
-	return resp, resp.Header.Revision, nil
+	kvs := resp.Kvs
+	if len(kvs) == 0 || string(kvs[0].Key) != h.key || kvs[0].CreateRevision != h.rev {
+		return false, incarnation{}, rev, nil
+	}
+	if len(kvs) > 1 {
+		pred = incarnation{string(kvs[1].Key), kvs[1].CreateRevision}
+	}
+	return true, pred, rev, nil
 }
 
 // keepAliveDelay is how long until l should be kept alive: a third of its
