@@ -17,11 +17,12 @@ import (
 // conditional on the whole queue prefix having no key, so a failed attempt
 // writes nothing at all: there is no queue entry to remove, and a TryLock
 // never jumps ahead of queued waiters.
-func (d *drv) TryAcquire(ctx context.Context, req driver.Request) (driver.Hold, error) {
-	if err := d.enter(ctx); err != nil {
+func (d *drv) TryAcquire(ctx context.Context, req driver.Request) (_ driver.Hold, err error) {
+	ctx, leave, err := d.enter(ctx)
+	if err != nil {
 		return driver.Hold{}, err
 	}
-	defer d.leave()
+	defer leave(&err)
 	q := d.queue(req.Key)
 	for retried := false; ; retried = true {
 		l, err := d.leases.get(ctx, req.TTL)
@@ -53,11 +54,12 @@ func (d *drv) TryAcquire(ctx context.Context, req driver.Request) (driver.Hold, 
 // ctx ends while it waits, it removes its entry and returns ctx's error
 // together with ErrNotAcquired (the server answered; the wait was longer
 // than ctx).
-func (d *drv) Acquire(ctx context.Context, req driver.Request) (driver.Hold, error) {
-	if err := d.enter(ctx); err != nil {
+func (d *drv) Acquire(ctx context.Context, req driver.Request) (_ driver.Hold, err error) {
+	ctx, leave, err := d.enter(ctx)
+	if err != nil {
 		return driver.Hold{}, err
 	}
-	defer d.leave()
+	defer leave(&err)
 	h, pred, err := d.enqueue(ctx, req)
 	if err != nil {
 		return driver.Hold{}, err

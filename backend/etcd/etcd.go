@@ -119,13 +119,15 @@ type drv struct {
 	prefix string
 	leases *leasePool
 
-	ctx    context.Context // cancelled by Close: ends every watch
-	cancel context.CancelFunc
-	closed chan struct{}
+	ctx       context.Context // cancelled by Close: ends every watch
+	cancel    context.CancelFunc
+	calls     context.Context // cancelled when Close begins: ends calls in flight
+	stopCalls context.CancelFunc
+	closed    chan struct{}
 
 	mu       sync.Mutex
 	isClosed bool
-	calls    sync.WaitGroup // running TryAcquire and Acquire calls
+	running  sync.WaitGroup // calls in flight
 	watchers sync.WaitGroup // loss watchers of holds
 }
 
@@ -137,36 +139,49 @@ var (
 
 func newDriver(cli *clientv3.Client, prefix string, owned bool) *drv {
 	ctx, cancel := context.WithCancel(context.Background())
+	calls, stopCalls := context.WithCancel(context.Background())
 	return &drv{
-		cli:    cli,
-		owned:  owned,
-		prefix: normPrefix(prefix),
-		leases: newLeasePool(cli),
-		ctx:    ctx,
-		cancel: cancel,
-		closed: make(chan struct{}),
+		cli:       cli,
+		owned:     owned,
+		prefix:    normPrefix(prefix),
+		leases:    newLeasePool(cli),
+		ctx:       ctx,
+		cancel:    cancel,
+		calls:     calls,
+		stopCalls: stopCalls,
+		closed:    make(chan struct{}),
 	}
 }
 
 // Limits reports etcd's lease bounds: whole seconds from MinTTL up.
 func (d *drv) Limits() driver.Limits { return driver.Limits{MinTTL: MinTTL} }
 
-// enter registers a call that Close must wait for; it fails once the
-// driver is closed or ctx has ended.
-func (d *drv) enter(ctx context.Context) error {
+// enter registers a call that Close waits for; it fails once the driver is
+// closed or ctx has ended. The call runs with the returned context, which
+// Close cancels, and must end with leave(&err): a call cut short by Close
+// returns ErrClosed.
+func (d *drv) enter(ctx context.Context) (context.Context, func(*error), error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, nil, err
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.isClosed {
-		return driver.ErrClosed
+		d.mu.Unlock()
+		return nil, nil, driver.ErrClosed
 	}
-	d.calls.Add(1)
-	return nil
+	d.running.Add(1)
+	d.mu.Unlock()
+	cctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(d.calls, cancel)
+	return cctx, func(errp *error) {
+		stop()
+		cancel()
+		if *errp != nil && ctx.Err() == nil && d.isDone() {
+			*errp = driver.ErrClosed
+		}
+		d.running.Done()
+	}, nil
 }
-
-func (d *drv) leave() { d.calls.Done() }
 
 // Close stops waiters (they remove their queue entries first), revokes the
 // idle leases and, when the driver made the client, closes it.
@@ -178,10 +193,11 @@ func (d *drv) Close() error {
 	}
 	d.isClosed = true
 	close(d.closed)
+	d.stopCalls()
 	d.mu.Unlock()
 
-	d.calls.Wait() // waiters see closed and remove their queue entries
-	d.cancel()     // ends the loss watchers of holds not released
+	d.running.Wait() // waiters remove their queue entries first
+	d.cancel()       // ends the loss watchers of holds not released
 	d.watchers.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	d.leases.drain(ctx)

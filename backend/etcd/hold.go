@@ -117,16 +117,17 @@ func (d *drv) rewatch(h *hold) (keyWatch, bool) {
 // Release deletes h's entry if its create revision is still h's, so that a
 // stale or retried release never deletes a later entry. The lease, which
 // then carries no key, goes back to the pool.
-func (d *drv) Release(ctx context.Context, dh driver.Hold) error {
+func (d *drv) Release(ctx context.Context, dh driver.Hold) (err error) {
 	h, ok := dh.State.(*hold)
 	if !ok || h == nil {
 		return fmt.Errorf("etcd: foreign hold: %w", driver.ErrNotHeld)
 	}
 	h.cancel()
-	if err := d.enter(ctx); err != nil {
+	ctx, leave, err := d.enter(ctx)
+	if err != nil {
 		return err
 	}
-	defer d.leave()
+	defer leave(&err)
 	deleted, err := d.deleteEntry(ctx, h)
 	if err != nil {
 		d.undo(ctx, h.lease)
@@ -158,20 +159,21 @@ func (d *drv) deleteEntry(ctx context.Context, h *hold) (bool, error) {
 }
 
 // Renew keeps h's lease alive once and checks that h's entry still exists.
-func (d *drv) Renew(ctx context.Context, dh driver.Hold) (time.Duration, error) {
+func (d *drv) Renew(ctx context.Context, dh driver.Hold) (_ time.Duration, err error) {
 	h, ok := dh.State.(*hold)
 	if !ok || h == nil {
 		return 0, fmt.Errorf("etcd: foreign hold: %w", driver.ErrNotHeld)
 	}
-	if err := d.enter(ctx); err != nil {
+	ctx, leave, err := d.enter(ctx)
+	if err != nil {
 		return 0, err
 	}
-	defer d.leave()
+	defer leave(&err)
 	if err := retry(ctx, func(ctx context.Context) error { return d.leases.keepAlive(ctx, h.lease) }); err != nil {
 		return 0, mapErr(ctx, err)
 	}
 	var resp *clientv3.GetResponse
-	err := retry(ctx, func(ctx context.Context) (err error) {
+	err = retry(ctx, func(ctx context.Context) (err error) {
 		resp, err = d.cli.Get(ctx, h.key, clientv3.WithKeysOnly())
 		return err
 	})

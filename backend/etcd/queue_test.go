@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend/etcd"
+	"github.com/dlock-go/dlock/conformance"
 )
 
 // waitQueue waits until key's queue has n entries.
@@ -254,5 +255,60 @@ func TestQueueChurn(t *testing.T) {
 			t.Logf("%d holds", taken.Load())
 			e.waitQueue(t, key, 0)
 		})
+	}
+}
+
+// Close ends Lock calls in flight: a waiter queued behind a holder (whose
+// entry is removed), and a Lock stuck on a server that never answers.
+func TestCloseEndsWaiters(t *testing.T) {
+	e := newEnv(t, "DLOCK_ETCD_URL")
+	ctx := ctxFor(t, time.Minute)
+	const key = "close-waiter"
+	holder, _ := e.mustLocker(t).NewMutex(key)
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	wl := e.mustLocker(t)
+	w, _ := wl.NewMutex(key)
+	wErr := lockAsync(context.Background(), w)
+	e.waitQueue(t, key, 2)
+
+	cfg := e.cfg
+	cfg.Endpoints = []string{conformance.SilentServer(t)}
+	cfg.DialTimeout = 0
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatalf("client of a silent server: %v", err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	sl, err := etcd.New(cli, e.prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := sl.NewMutex(key)
+	sErr := lockAsync(context.Background(), s)
+	time.Sleep(200 * time.Millisecond)
+
+	for name, c := range map[string]struct {
+		l    dlock.Locker
+		errc <-chan error
+	}{"queued waiter": {wl, wErr}, "silent server": {sl, sErr}} {
+		start := time.Now()
+		if err := c.l.Close(); err != nil {
+			t.Errorf("%s: Close: %v", name, err)
+		}
+		select {
+		case err := <-c.errc:
+			if !errors.Is(err, dlock.ErrClosed) {
+				t.Errorf("%s: Lock after Close: %v; want ErrClosed", name, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: Lock still blocked 10s after Close", name)
+		}
+		t.Logf("%s: Close took %v", name, time.Since(start))
+	}
+	e.waitQueue(t, key, 1) // the queued waiter's entry is gone
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
 	}
 }

@@ -11,11 +11,12 @@ import (
 // Watch watches key's whole queue for deletions (a release, an expiry, a
 // waiter leaving). dlock's Lock does not use it, since this driver queues
 // on the server (Acquire); it serves callers that retry TryLock.
-func (d *drv) Watch(ctx context.Context, key string) (driver.Watch, error) {
-	if err := d.enter(ctx); err != nil {
+func (d *drv) Watch(ctx context.Context, key string) (_ driver.Watch, err error) {
+	ctx, leave, err := d.enter(ctx)
+	if err != nil {
 		return nil, err
 	}
-	defer d.leave()
+	defer leave(&err)
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(d.ctx))
 	kw := keyWatch{
 		ch:     d.cli.Watch(wctx, d.queue(key), clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()),
