@@ -3,6 +3,8 @@ package etcd_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -192,4 +194,44 @@ func TestLeaderKill(t *testing.T) {
 	if st.Leader == 0 {
 		t.Fatalf("rejoined member %s has no leader", leader)
 	}
+	waitCaughtUp(t, e.admin)
+}
+
+// waitCaughtUp waits until every member follows one leader and has applied
+// the leader's log, so that the tests after this one find a settled cluster.
+func waitCaughtUp(t *testing.T, cli *clientv3.Client) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := caughtUp(ctxFor(t, 5*time.Second), cli)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster not settled a minute after the restart: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func caughtUp(ctx context.Context, cli *clientv3.Client) error {
+	var leader uint64
+	var index []uint64
+	for _, ep := range cli.Endpoints() {
+		st, err := cli.Status(ctx, ep)
+		if err != nil {
+			return err
+		}
+		if st.Leader == 0 || (leader != 0 && st.Leader != leader) {
+			return fmt.Errorf("%s: leader %x, others %x", ep, st.Leader, leader)
+		}
+		leader = st.Leader
+		index = append(index, st.RaftAppliedIndex)
+	}
+	for _, i := range index {
+		if i+100 < slices.Max(index) {
+			return fmt.Errorf("applied indexes %v", index)
+		}
+	}
+	return nil
 }
