@@ -20,6 +20,9 @@
 // Any other parameter is an ErrInvalidURL error. For TLS or any other client
 // setting, build a *clientv3.Client yourself and call New.
 //
+// Verified with go.etcd.io/etcd/client/v3 v3.6.8 against etcd 3.4.23 (one
+// node and a 3-member cluster).
+//
 // # What it promises
 //
 // Exclusion within the validity window, fencing tokens and a loss signal,
@@ -37,9 +40,10 @@
 //     replicated state).
 //   - Release deletes the entry only if its create revision is still the
 //     holder's, so a late or retried release never frees a later hold.
-//   - Done closes at once when the lease is revoked or the entry deleted
-//     (a watch on the holder's own entry), and before the lease can expire
-//     when renewals fail (dlock's watchdog).
+//   - Done closes when the lease is revoked or the entry deleted, through a
+//     watch on the holder's own entry: within milliseconds, or up to about
+//     0.1s for a hold younger than 20ms (see below); and before the lease
+//     can expire when renewals fail (dlock's watchdog).
 //   - A waiter whose lease ends while it is queued (the client could not
 //     reach the cluster for a whole TTL, or the lease was revoked) stops
 //     with ErrLockLost instead of waiting for ever (etcd issue 19597).
@@ -50,9 +54,103 @@
 //
 // # Layout in etcd
 //
-// A lock on key K is the queue of keys prefix + escape(K) + "/" + owner,
+// A lock on key K is the queue of keys prefix + escape(K) + "/" + lease ID,
 // where escape leaves letters, digits and "-._~" alone and writes every
 // other byte as %XX (so "a/b" and "a%2Fb" are different locks, and no
-// queue is a prefix of another). Each entry is attached to its own lease.
-// The entry with the smallest create revision holds the lock.
+// queue is a prefix of another). Each entry is attached to its own lease
+// and holds the owner ID of its hold as its value. The entry with the
+// smallest create revision holds the lock.
+//
+// etcd keeps every deleted key in its index until the next compaction, and
+// reading a queue walks all of them. Entries are named after their lease,
+// which the Locker reuses, so that this history stays small, but run etcd
+// with auto-compaction (--auto-compaction-retention) as any long-lived
+// cluster should.
+//
+// # Leases
+//
+// Each entry has a lease of its own, with the Mutex's TTL. That lease is
+// what dlock's watchdog renews (Renew is one keepalive, plus a read that the
+// entry still exists) and the validity clock starts at the send time of the
+// grant or keepalive that last extended it (Hold.Since), so the window is
+// exact, not estimated. A session per Locker (concurrency.Session) would
+// save the grants but not fit: its background keepalive would keep a hold
+// alive after its owner stopped renewing (autorenew=false, or a watchdog
+// that gave up), one revoked session would end every lock of the Locker,
+// and the validity window could only be guessed from a stream of
+// keepalives whose send times are unknown.
+//
+// The saving is had another way: a released lease, which then carries no
+// key, goes back to a pool of the Locker and backs its next hold with the
+// same TTL. While less than a third of its TTL has passed it is used as is;
+// up to three quarters it is kept alive first (a round trip, but no Raft
+// write); after that a new lease is granted. An uncontended Lock+Unlock is
+// thus one Raft write each way, as for concurrency.Mutex on a long-lived
+// session. A hold on a reused lease starts with up to a third of its TTL
+// already spent; Lease().Expires says exactly how much, and the watchdog
+// renews it once a third of the TTL has passed since the lease was last
+// extended. Surplus idle leases are left to expire; Close revokes the rest.
+//
+// # What is taken from concurrency, and what is not
+//
+// The queue is concurrency.Mutex's: entries under a prefix, the smallest
+// create revision holds, the enqueue reads the queue in the same
+// transaction. Its Mutex and Session are not used, for what this package
+// does differently:
+//
+//   - A waiter watches its predecessor from the current revision and then
+//     reads the queue again at the revision the watch started from (or that
+//     the deletion reports), serializably. concurrency.Mutex watches from the
+//     revision of its last read; once anything else was written, etcd treats
+//     that watcher as unsynced and catches it up only every 100ms, which caps
+//     a contended key near 80 acquisitions per second.
+//   - Deletes are guarded by the entry's create revision, so a late or
+//     retried release never deletes a later entry of the same name (etcd
+//     issue 22082).
+//   - A waiter keeps its lease alive, watches its own entry once it has
+//     waited 20ms, and checks it on every read, so one whose lease ends
+//     while queued returns ErrLockLost (etcd issue 19597).
+//   - TryLock writes nothing when the key is held or has waiters: the put
+//     is conditional on the whole queue being empty.
+//   - A waiter whose context ends deletes its entry with a fresh context and
+//     returns ctx's error together with ErrNotAcquired.
+//   - Requests that are safe to send again (guarded deletes, queue reads,
+//     keepalives) are bounded to a second per attempt and repeated, so that
+//     one sent to a member that has just lost its leader reaches the new
+//     leader (1-2s) instead of waiting out etcd's 7s request timeout. The
+//     enqueue is not repeated; it fails with ErrUnavailable when its context
+//     ends, after revoking its lease in case it was applied.
+//
+// A hold granted at once watches its own entry only after 20ms, from the
+// entry's create revision, so that it misses nothing; short holds skip a
+// watch that costs the server about as much as the lock itself.
+//
+// # Benchmarks
+//
+// One run against the same single-node etcd 3.4 (make up, 2 shared cores):
+//
+//	go test -run '^$' -bench VsConcurrency -benchtime 3000x -count 3 ./backend/etcd/
+//
+//	                                   dlock            concurrency.Mutex
+//	Uncontended Lock+Unlock            1.20 ms          1.07 ms
+//	  interleaved rounds (median)      1.04 ms          0.97 ms   ratio 1.06-1.08
+//	Contended, 8 goroutines, 1 key,    370 acq/s        79 acq/s  (4.7x)
+//	  ~1ms hold: handoff p50 / p99     0.90 / 3.4-4.1 ms  1.7 / 80 ms
+//
+// Uncontended, dlock is within 10% of concurrency.Mutex: both write once to
+// lock and once to unlock; the rest is dlock's portable layer. Contended,
+// concurrency.Mutex is capped by the unsynced-watcher catch-up (its p99
+// handoff is the 100ms sync interval). A dlock handoff is the release write,
+// the watch event and one read; the read is what keeps a waiter whose own
+// entry was deleted at the same moment from being told it holds the lock,
+// and it is the part that stands between the 4.7x measured here and 5x.
+// dlock's 8 goroutines share 2 Lockers, so at most 2 entries queue on the
+// server: the releasing Locker's next waiter enqueues while the other holds.
+//
+// The conformance benchmarks (go test -run '^$' -bench Conformance
+// ./backend/etcd/) on the same machine:
+//
+//	                 Uncontended   ParallelKeys   Contended
+//	single node      1.06 ms       0.77 ms        367 acq/s, handoff p50 0.92 ms
+//	3-member cluster 2.46 ms       1.87 ms        237 acq/s, handoff p50 1.7 ms
 package etcd
