@@ -68,6 +68,9 @@ func (d *drv) Acquire(ctx context.Context, req driver.Request) (_ driver.Hold, e
 		return d.granted(h, keyWatch{}), nil
 	}
 	own, err := d.wait(ctx, h, pred)
+	if err == nil {
+		err = d.refresh(ctx, h)
+	}
 	if err != nil {
 		d.abandon(ctx, h, err)
 		if cerr := ctx.Err(); cerr != nil {
@@ -285,6 +288,23 @@ func (d *drv) readQueue(ctx context.Context, h *hold, at int64) (alive bool, pre
 		pred = incarnation{string(kvs[1].Key), kvs[1].CreateRevision}
 	}
 	return true, pred, rev, nil
+}
+
+// refresh keeps h's lease alive before a grant when its keepalives have
+// been failing (a leader election): the hold's validity window starts at
+// the last extension, and without this it could be over before it began.
+// etcd's new leader extends every lease, so the lease is usually still
+// there.
+func (d *drv) refresh(ctx context.Context, h *hold) error {
+	since, ttl := h.lease.state()
+	if time.Since(since) < ttl/2 {
+		return nil
+	}
+	err := retry(ctx, func(ctx context.Context) error { return d.leases.keepAlive(ctx, h.lease) })
+	if leaseGone(err) {
+		return errQueuedLost
+	}
+	return mapErr(ctx, err)
 }
 
 // keepAliveDelay is how long until l should be kept alive: a third of its

@@ -129,3 +129,38 @@ func TestLeaseReuse(t *testing.T) {
 		t.Fatalf("stale lease reused without a keepalive: Since %v before the acquire %v", h3.Since, before)
 	}
 }
+
+// A waiter whose keepalives failed for a while (a leader election) gets its
+// lease kept alive before it is granted the lock, so that the hold does not
+// start with a validity window that is already over.
+func TestRefreshBeforeGrant(t *testing.T) {
+	d := testDriver(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dh, err := d.TryAcquire(ctx, driver.Request{Key: "refresh", TTL: 4 * time.Second, Owner: owner()})
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	defer func() { _ = d.Release(ctx, dh) }()
+	h := dh.State.(*hold)
+	h.lease.mu.Lock()
+	h.lease.since = time.Now().Add(-3 * time.Second) // as if keepalives had failed
+	h.lease.mu.Unlock()
+	before := time.Now()
+	if err := d.refresh(ctx, h); err != nil {
+		t.Fatalf("refresh: %v", err)
+	}
+	if since, _ := h.lease.state(); since.Before(before) {
+		t.Fatalf("refresh left the lease's last extension at %v, before %v", since, before)
+	}
+	// A lease that is gone makes the waiter's wait end as lost.
+	if _, err := d.cli.Revoke(ctx, h.lease.id); err != nil {
+		t.Fatalf("Revoke: %v", err)
+	}
+	h.lease.mu.Lock()
+	h.lease.since = time.Now().Add(-3 * time.Second)
+	h.lease.mu.Unlock()
+	if err := d.refresh(ctx, h); !errors.Is(err, driver.ErrLockLost) {
+		t.Fatalf("refresh of a revoked lease: %v; want ErrLockLost", err)
+	}
+}

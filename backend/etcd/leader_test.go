@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend/etcd"
 	"github.com/dlock-go/dlock/internal/launcher"
 	"github.com/dlock-go/dlock/internal/testenv"
 )
@@ -56,7 +57,7 @@ func TestLeaderKill(t *testing.T) {
 	)
 	killedAt.Store(time.Now().Add(time.Hour))
 	for w := 0; w < workers; w++ {
-		m, _ := e.mustLocker(t, dlock.WithTTL(5*time.Second)).NewMutex(key)
+		m, _ := e.mustLocker(t, dlock.WithTTL(etcd.MinTTL)).NewMutex(key)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -84,6 +85,11 @@ func TestLeaderKill(t *testing.T) {
 				}
 				if inside.Add(1) != 1 {
 					overlaps.Add(1)
+				}
+				// A grant comes with most of a TTL to act in, also when the
+				// waiter's keepalives failed during the election.
+				if left := time.Until(m.Lease().Expires); left < etcd.MinTTL/3 {
+					t.Errorf("granted with %v of validity left (TTL %v)", left, m.Lease().TTL)
 				}
 				mu.Lock()
 				if m.Token() <= last {
