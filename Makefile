@@ -46,9 +46,11 @@ test:
 bench:
 	scripts/with-servers.sh $(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
 
+# The fault matrix: kills, pauses and partitions real servers and clients,
+# and writes the scenario x backend table to FAULTS.md.
 faults:
-	@test -d faults || { echo "make faults: there is no ./faults directory yet (the fault tests are not written); nothing to run" >&2; exit 1; }
-	scripts/with-servers.sh $(GOTEST) -tags faults ./faults/...
+	DLOCK_FAULTS_REPORT=$(CURDIR)/FAULTS.md scripts/with-servers.sh $(GOTEST) -tags faults ./faults/...
+	@cat FAULTS.md
 
 # Vet and staticcheck also see the files behind the faults build tag.
 lint:

@@ -171,7 +171,11 @@ func CheckLossBeforeExpiry(h History) Check {
 		case EvAcquire:
 			expires[e.Worker] = e.Expires
 		case EvLost:
-			if x := expires[e.Worker]; x != 0 && e.Mono > x {
+			x := expires[e.Worker]
+			if e.Expires != 0 {
+				x = e.Expires // the deadline the holder last saw, renewals included
+			}
+			if x != 0 && e.Mono > x {
 				c.Violations++
 				if c.Detail == "" {
 					c.Detail = fmt.Sprintf("worker %d learned of its loss %v after its validity deadline",

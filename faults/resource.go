@@ -136,11 +136,18 @@ func (r *Resource) recordLocked(e Event) {
 	r.waiters = keep
 }
 
-// WaitFor blocks until an event matching match is recorded (after the call),
-// or ctx ends.
+// WaitFor returns the first event, already recorded or still to come, that
+// matches, or an error when ctx ends first. match sees every event once, in
+// the order recorded.
 func (r *Resource) WaitFor(ctx context.Context, match func(Event) bool) (Event, error) {
 	w := &waiter{match: match, ch: make(chan Event, 1)}
 	r.mu.Lock()
+	for _, e := range r.events {
+		if match(e) {
+			r.mu.Unlock()
+			return e, nil
+		}
+	}
 	r.waiters = append(r.waiters, w)
 	r.mu.Unlock()
 	select {

@@ -36,6 +36,7 @@ type Run struct {
 }
 
 type worker struct {
+	log    string // the worker's stdout and stderr
 	cfg    WorkerConfig
 	cmd    *exec.Cmd
 	done   chan struct{}
@@ -73,10 +74,10 @@ func Start(t testing.TB, b Backend, o RunOptions) *Run {
 		if o.Hold != nil {
 			cfg.Hold = o.Hold(i)
 		}
-		w := &worker{cfg: cfg, done: make(chan struct{})}
+		w := &worker{cfg: cfg, done: make(chan struct{}), log: filepath.Join(logDir, fmt.Sprintf("worker-%d.log", i))}
 		w.cmd = exec.Command(os.Args[0], "-test.run=^$")
 		w.cmd.Env = append(os.Environ(), cfg.env()...)
-		logf, err := os.Create(filepath.Join(logDir, fmt.Sprintf("worker-%d.log", i)))
+		logf, err := os.Create(w.log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,8 +88,31 @@ func Start(t testing.TB, b Backend, o RunOptions) *Run {
 		go func() { _ = w.cmd.Wait(); _ = logf.Close(); close(w.done) }()
 		r.workers = append(r.workers, w)
 	}
-	t.Cleanup(func() { r.stopAll() })
+	t.Cleanup(func() {
+		r.stopAll()
+		if t.Failed() {
+			r.dumpLogs()
+		}
+	})
 	return r
+}
+
+// dumpLogs shows what the workers printed, to explain a failed run.
+func (r *Run) dumpLogs() {
+	for i, w := range r.workers {
+		b, _ := os.ReadFile(w.log)
+		if len(b) > 2000 {
+			b = b[len(b)-2000:]
+		}
+		if len(b) > 0 {
+			r.t.Logf("worker %d output:\n%s", i, b)
+		}
+	}
+	h := r.Res.History(nil)
+	from := max(0, len(h.Events)-15)
+	for _, e := range h.Events[from:] {
+		r.t.Logf("event: %+v", e)
+	}
 }
 
 func (r *Run) signal(i int, sig syscall.Signal) {

@@ -117,7 +117,10 @@ func (c *workerClient) op(kind string, m dlock.Mutex, token dlock.Token, value i
 // models a holder paused between checking its lock and acting, which is
 // what fencing exists for.
 func runWorker(ctx context.Context, cfg WorkerConfig) error {
-	c := &workerClient{cfg: cfg, http: &http.Client{Timeout: 10 * time.Second}}
+	// A fresh connection per operation: a keep-alive connection can go
+	// stale while the worker is paused.
+	c := &workerClient{cfg: cfg, http: &http.Client{Timeout: 10 * time.Second,
+		Transport: &http.Transport{DisableKeepAlives: true}}}
 	locker, err := dlock.Open(ctx, cfg.URL)
 	if err != nil {
 		return err
@@ -138,17 +141,21 @@ func runWorker(ctx context.Context, cfg WorkerConfig) error {
 		token := m.Token()
 		lease := m.Lease()
 		c.event(Event{Kind: EvAcquire, Token: uint64(token), Expires: MonoAt(lease.Expires)})
-		lostAt := make(chan int64, 1)
-		done := m.Done()
-		go func() { <-done; lostAt <- Mono() }()
+		lost := watchLoss(m, token)
 
-		if r, err := c.op(EvRead, m, token, 0); err == nil && !r.Rejected {
+		r, err := c.op(EvRead, m, token, 0)
+		if err != nil {
+			c.event(Event{Kind: EvError, Token: uint64(token), Err: "read: " + err.Error()})
+		}
+		if err == nil && !r.Rejected {
 			hold := cfg.Hold
 			if hold == 0 {
 				hold = rand.N(200 * time.Millisecond)
 			}
 			time.Sleep(hold) // not ctx-aware on purpose: a paused holder finishes its step
-			_, _ = c.op(EvWrite, m, token, r.Value+1)
+			if _, err := c.op(EvWrite, m, token, r.Value+1); err != nil {
+				c.event(Event{Kind: EvError, Token: uint64(token), Err: "write: " + err.Error()})
+			}
 		}
 
 		// The hold ends, as far as this worker acts, when it starts to
@@ -161,7 +168,8 @@ func runWorker(ctx context.Context, cfg WorkerConfig) error {
 		case err == nil:
 			c.event(Event{Kind: EvRelease, Token: uint64(token), Mono: unlocking})
 		case errors.Is(err, dlock.ErrLockLost):
-			c.event(Event{Kind: EvLost, Token: uint64(token), Mono: <-lostAt, Err: err.Error()})
+			l := <-lost
+			c.event(Event{Kind: EvLost, Token: uint64(token), Mono: l.at, Expires: l.expires, Err: err.Error()})
 		default:
 			c.event(Event{Kind: EvError, Token: uint64(token), Err: "unlock: " + err.Error()})
 		}
@@ -176,4 +184,37 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+type loss struct {
+	at      int64 // when Done closed
+	expires int64 // the validity deadline last seen before that
+}
+
+// watchLoss samples the hold's validity deadline (renewals move it) until
+// Done closes, and then reports when that was and the last deadline seen.
+func watchLoss(m dlock.Mutex, token dlock.Token) <-chan loss {
+	out := make(chan loss, 1)
+	done := m.Done()
+	go func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		var expires int64
+		sample := func() {
+			if l := m.Lease(); l.Token == token {
+				expires = MonoAt(l.Expires)
+			}
+		}
+		sample()
+		for {
+			select {
+			case <-done:
+				out <- loss{at: Mono(), expires: expires}
+				return
+			case <-tick.C:
+				sample()
+			}
+		}
+	}()
+	return out
 }

@@ -1,0 +1,135 @@
+//go:build faults
+
+package faults
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	_ "github.com/dlock-go/dlock/backend/consul"
+	_ "github.com/dlock-go/dlock/backend/etcd"
+	_ "github.com/dlock-go/dlock/backend/redis"
+	_ "github.com/dlock-go/dlock/backend/redlock"
+	_ "github.com/dlock-go/dlock/backend/zookeeper"
+	"github.com/dlock-go/dlock/internal/testenv"
+)
+
+func redisB(t *testing.T) Backend {
+	return Backend{Name: "redis", URL: testenv.Endpoint(t, "DLOCK_REDIS_URL"), TTL: time.Second, Liveness: 2 * time.Second}
+}
+
+func redlockB(t *testing.T) Backend {
+	return Backend{Name: "redlock", URL: testenv.Endpoint(t, "DLOCK_REDLOCK_URL"), TTL: time.Second, Liveness: 2 * time.Second}
+}
+
+func etcdB(t *testing.T) Backend {
+	return Backend{Name: "etcd", URL: testenv.Endpoint(t, "DLOCK_ETCD_URL"), TTL: 2 * time.Second, Liveness: 3 * time.Second}
+}
+
+func etcd3B(t *testing.T) Backend {
+	return Backend{Name: "etcd3", URL: testenv.Endpoint(t, "DLOCK_ETCD3_URL"), TTL: 2 * time.Second, Liveness: 8 * time.Second}
+}
+
+func zkB(t *testing.T) Backend {
+	return Backend{Name: "zookeeper", URL: testenv.Endpoint(t, "DLOCK_ZK_URL") + "?session_timeout=2s", TTL: 2 * time.Second, Liveness: 3 * time.Second}
+}
+
+func zk3B(t *testing.T) Backend {
+	return Backend{Name: "zookeeper3", URL: testenv.Endpoint(t, "DLOCK_ZK3_URL") + "?session_timeout=2s", TTL: 2 * time.Second, Liveness: 8 * time.Second}
+}
+
+func consulB(t *testing.T) Backend {
+	// A short lock-delay keeps the run short; scenario 10 tests a long one.
+	return Backend{Name: "consul", URL: testenv.Endpoint(t, "DLOCK_CONSUL_URL") + "?lockdelay=1s", TTL: 10 * time.Second, Grace: 10 * time.Second, Liveness: 6 * time.Second}
+}
+
+// TestFaults runs the matrix: scenario × backend. Subtests run one at a
+// time: several kill shared servers.
+func TestFaults(t *testing.T) {
+	common := map[string]func(*testing.T) Backend{
+		"redis": redisB, "redlock": redlockB, "etcd": etcdB, "zookeeper": zkB, "consul": consulB,
+	}
+	order := []string{"redis", "redlock", "etcd", "zookeeper", "consul"}
+	for _, name := range order {
+		mk := common[name]
+		t.Run("1-baseline/"+name, func(t *testing.T) { baseline(t, mk(t)) })
+		t.Run("2-pause-past-lease/"+name, func(t *testing.T) { pausePastLease(t, mk(t)) })
+		t.Run("3-short-pause/"+name, func(t *testing.T) { shortPause(t, mk(t)) })
+		t.Run("4-holder-killed/"+name, func(t *testing.T) { holderKilled(t, mk(t)) })
+		t.Run("5-client-partition/"+name, func(t *testing.T) {
+			b := mk(t)
+			clientPartition(t, b, "5 client partitioned past its lease", 2*(b.TTL+b.Grace))
+		})
+	}
+	t.Run("6-redis-restart", func(t *testing.T) { redisRestart(t, redisB(t)) })
+	t.Run("7a-redlock-minority-down", func(t *testing.T) { redlockMinorityDown(t, redlockB(t)) })
+	t.Run("7b-redlock-majority-down", func(t *testing.T) { redlockMajorityDown(t, redlockB(t)) })
+	t.Run("7c-redlock-restart-empty", func(t *testing.T) { redlockRestartEmpty(t, redlockB(t)) })
+	t.Run("8-leader/etcd3", func(t *testing.T) { leaderFaults(t, etcd3B(t)) })
+	t.Run("8-leader/zookeeper3", func(t *testing.T) { leaderFaults(t, zk3B(t)) })
+	t.Run("9-zk-session-expiry", func(t *testing.T) {
+		b := zkB(t)
+		clientPartition(t, b, "9 ZooKeeper session expired (partition past the session timeout)", 3*b.TTL)
+	})
+	t.Run("10-consul-session-invalidated", func(t *testing.T) { consulInvalidated(t, consulB(t)) })
+}
+
+// Scenario 10: the holder's Consul session is destroyed from outside. The
+// holder must learn of it, and nobody may acquire before the lock-delay
+// has passed: that delay is what keeps a holder that has not noticed yet
+// from overlapping the next one.
+func consulInvalidated(t *testing.T, b Backend) {
+	const lockDelay = 5 * time.Second
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	prefix := "dlockfaults" + hex.EncodeToString(id[:])
+	u, err := url.Parse(b.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + prefix
+	u.RawQuery = "lockdelay=" + lockDelay.String()
+	b.URL = u.String()
+	cfg := api.DefaultConfig()
+	cfg.Address = u.Host
+	client, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r := Start(t, b, RunOptions{Workers: 3, Fenced: true, Hold: victimHold(3 * time.Second)})
+	victim := r.WaitFor(time.Minute, "the victim's read", isRead(0))
+	pairs, _, err := client.KV().List(prefix+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	destroyed := 0
+	for _, p := range pairs {
+		if p.Session != "" {
+			if _, err := client.Session().Destroy(p.Session, nil); err != nil {
+				t.Fatal(err)
+			}
+			destroyed++
+		}
+	}
+	if destroyed != 1 {
+		t.Fatalf("found %d held keys under %s; want the victim's one", destroyed, prefix)
+	}
+	at := Mono()
+	r.Healed()
+	next := r.WaitFor(b.TTL+lockDelay+time.Minute, "the next holder", func(e Event) bool { return e.Kind == EvAcquire && e.Mono > at })
+	r.WaitFor(time.Minute, "the victim's stale step", staleStep(victim))
+	h := r.Stop()
+	judge(t, "10 Consul session invalidated during a hold", b, h, expect{must: allChecks})
+	if d := time.Duration(next.Mono - at); d < lockDelay-100*time.Millisecond {
+		t.Errorf("next holder acquired %v after the session was destroyed; lock-delay is %v", d, lockDelay)
+	}
+	if !lostReported(h, victim) {
+		t.Errorf("the holder never reported the loss of its session")
+	}
+}
