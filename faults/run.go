@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -52,6 +53,9 @@ type RunOptions struct {
 	Hold func(i int) time.Duration
 	// URL, when set, gives worker i its own backend URL (through a proxy).
 	URL func(i int) string
+	// SelfStop, when set, makes worker 0 stop itself after its first read
+	// (see WorkerConfig.SelfStop); wait for it with WaitStopped.
+	SelfStop bool
 }
 
 // Start starts the resource and the workers.
@@ -74,6 +78,7 @@ func Start(t testing.TB, b Backend, o RunOptions) *Run {
 		if o.Hold != nil {
 			cfg.Hold = o.Hold(i)
 		}
+		cfg.SelfStop = o.SelfStop && i == 0
 		w := &worker{cfg: cfg, done: make(chan struct{}), log: filepath.Join(logDir, fmt.Sprintf("worker-%d.log", i))}
 		w.cmd = exec.Command(os.Args[0], "-test.run=^$")
 		w.cmd.Env = append(os.Environ(), cfg.env()...)
@@ -130,6 +135,27 @@ func (r *Run) signal(i int, sig syscall.Signal) {
 
 // Pause stops worker i (SIGSTOP), as a long GC pause would.
 func (r *Run) Pause(i int) { r.signal(i, syscall.SIGSTOP); r.workers[i].paused = true }
+
+// WaitStopped waits until worker i has stopped itself (SelfStop).
+func (r *Run) WaitStopped(i int) {
+	r.t.Helper()
+	w := r.workers[i]
+	stat := fmt.Sprintf("/proc/%d/stat", w.cmd.Process.Pid)
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			r.t.Fatalf("worker %d: %v", i, err)
+		}
+		// The state follows the command name in parentheses: "pid (comm) T ...".
+		if f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); len(f) > 0 && f[0] == "T" {
+			w.paused = true
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.t.Fatalf("worker %d did not stop itself", i)
+}
 
 // Resume continues worker i (SIGCONT).
 func (r *Run) Resume(i int) { r.signal(i, syscall.SIGCONT); r.workers[i].paused = false }

@@ -73,9 +73,9 @@ func lostReported(h History, victim Event) bool {
 // its stale write must be seen (canary); with fencing it must be rejected.
 func pausePastLease(t *testing.T, b Backend) {
 	for _, fenced := range []bool{false, true} {
-		r := Start(t, b, RunOptions{Workers: 3, Fenced: fenced, Hold: victimHold(time.Second)})
+		r := Start(t, b, RunOptions{Workers: 3, Fenced: fenced, Hold: victimHold(100 * time.Millisecond), SelfStop: true})
 		victim := r.WaitFor(time.Minute, "the victim's read", isRead(0))
-		r.Pause(0)
+		r.WaitStopped(0)
 		r.WaitFor(b.TTL+b.Grace+time.Minute, "a write by the next holder", writeAfter(victim))
 		r.Resume(0)
 		r.WaitFor(30*time.Second, "the victim's stale step", staleStep(victim))
@@ -104,9 +104,9 @@ func victimHold(d time.Duration) func(int) time.Duration {
 
 // Scenario 3: a pause well under the lease costs nothing.
 func shortPause(t *testing.T, b Backend) {
-	r := Start(t, b, RunOptions{Workers: 3, Fenced: true, Hold: victimHold(b.TTL / 2)})
+	r := Start(t, b, RunOptions{Workers: 3, Fenced: true, Hold: victimHold(100 * time.Millisecond), SelfStop: true})
 	victim := r.WaitFor(time.Minute, "the victim's read", isRead(0))
-	r.Pause(0)
+	r.WaitStopped(0)
 	time.Sleep(b.TTL / 5)
 	r.Resume(0)
 	r.WaitFor(30*time.Second, "the victim's write", staleStep(victim))

@@ -25,6 +25,7 @@ const (
 	envTTL      = "DLOCK_FAULT_TTL"      // lease
 	envResource = "DLOCK_FAULT_RESOURCE" // resource base URL
 	envHold     = "DLOCK_FAULT_HOLD"     // fixed sleep between read and write; random 0-200ms if empty
+	envSelfStop = "DLOCK_FAULT_SELFSTOP" // stop (SIGSTOP) itself after its first read
 )
 
 // WorkerConfig describes one worker process.
@@ -35,6 +36,10 @@ type WorkerConfig struct {
 	TTL      time.Duration
 	Resource string
 	Hold     time.Duration // 0: random 0-200ms
+	// SelfStop makes the worker SIGSTOP itself right after its first
+	// accepted read, so a pause lands inside a hold every time, however
+	// slow the machine is to react; the test resumes it.
+	SelfStop bool
 }
 
 func (c WorkerConfig) env() []string {
@@ -47,6 +52,9 @@ func (c WorkerConfig) env() []string {
 	}
 	if c.Hold > 0 {
 		env = append(env, envHold+"="+c.Hold.String())
+	}
+	if c.SelfStop {
+		env = append(env, envSelfStop+"=1")
 	}
 	return env
 }
@@ -61,7 +69,7 @@ func MaybeWorker() {
 	ttl, _ := time.ParseDuration(os.Getenv(envTTL))
 	hold, _ := time.ParseDuration(os.Getenv(envHold))
 	cfg := WorkerConfig{ID: id, URL: os.Getenv(envURL), Key: os.Getenv(envKey), TTL: ttl,
-		Resource: os.Getenv(envResource), Hold: hold}
+		Resource: os.Getenv(envResource), Hold: hold, SelfStop: os.Getenv(envSelfStop) == "1"}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := runWorker(ctx, cfg); err != nil {
@@ -148,6 +156,10 @@ func runWorker(ctx context.Context, cfg WorkerConfig) error {
 			c.event(Event{Kind: EvError, Token: uint64(token), Err: "read: " + err.Error()})
 		}
 		if err == nil && !r.Rejected {
+			if cfg.SelfStop {
+				cfg.SelfStop = false
+				_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			}
 			hold := cfg.Hold
 			if hold == 0 {
 				hold = rand.N(200 * time.Millisecond)
