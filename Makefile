@@ -12,7 +12,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 # `make up TOPOLOGIES="redis etcd3"` starts only those.
 TOPOLOGIES ?=
 
-.PHONY: all deps dlockenv up down status env test bench faults lint compose \
+.PHONY: all deps dlockenv up down status env test bench faults faults-ci lint compose \
 	start stop kill pause resume
 
 all: lint test
@@ -51,6 +51,11 @@ bench:
 faults:
 	DLOCK_FAULTS_REPORT=$(CURDIR)/FAULTS.md scripts/with-servers.sh $(GOTEST) -tags faults ./faults/...
 	@cat FAULTS.md
+
+# The part of the fault matrix CI runs after make test (about 2 minutes).
+FAULTS_CI_RUN := TestFaults/(1-baseline|2-pause-past-lease|4-holder-killed|6-redis-restart|8-leader)/(redis|etcd|etcd3)$$
+faults-ci:
+	scripts/with-servers.sh $(GOTEST) -tags faults -run '$(FAULTS_CI_RUN)' ./faults/...
 
 # Vet and staticcheck also see the files behind the faults build tag.
 lint:

@@ -143,6 +143,7 @@ func writeReport(path string) error {
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString(reportNotes)
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
