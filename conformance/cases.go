@@ -126,7 +126,7 @@ func (s *suite) exclusion(t *testing.T) {
 			defer wg.Done()
 			for r := 0; r < rounds; r++ {
 				if err := m.Lock(ctx); err != nil {
-					errs <- fmt.Errorf("Lock: %w", err)
+					errs <- fmt.Errorf("lock: %w", err)
 					return
 				}
 				if inside.Add(1) != 1 {
@@ -137,7 +137,7 @@ func (s *suite) exclusion(t *testing.T) {
 				counter = v + 1
 				inside.Add(-1)
 				if err := m.Unlock(ctx); err != nil {
-					errs <- fmt.Errorf("Unlock: %w", err)
+					errs <- fmt.Errorf("unlock: %w", err)
 					return
 				}
 			}
