@@ -40,8 +40,13 @@ start stop kill pause resume: dlockenv
 	@test -n "$(NODE)" || { echo "usage: make $@ NODE=<node> (see: $(DLOCKENV) status)" >&2; exit 2; }
 	$(DLOCKENV) $@ $(NODE)
 
+# go-zookeeper v1.0.4 has a data race of its own on reconnect (see
+# backend/zookeeper/reconnect_test.go): the tests that force one are built
+# only without -race and run in a second pass.
+ZK_RECONNECT_TESTS := TestLeaderKill|TestSessionKilledFromOutside|TestPartitionLosesBeforeExpiry
 test:
-	scripts/with-servers.sh $(GOTEST) ./...
+	scripts/with-servers.sh bash -c '$(GOTEST) ./... && \
+		$(GO) test -count=1 -timeout 10m -run "$(ZK_RECONNECT_TESTS)" -v ./backend/zookeeper/ | grep -E "^(=== RUN|--- |PASS|FAIL|ok)"; exit $${PIPESTATUS[0]}'
 
 bench:
 	scripts/with-servers.sh $(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...

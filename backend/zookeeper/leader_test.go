@@ -1,3 +1,8 @@
+//go:build !race
+
+// Killing the leader makes go-zookeeper reconnect with watches set; see
+// reconnect_test.go for why this runs without the race detector.
+
 package zookeeper
 
 import (
