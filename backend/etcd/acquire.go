@@ -144,9 +144,15 @@ var errQueuedLost = fmt.Errorf("etcd: queue entry deleted while waiting (lease e
 // lazyWatch, watches h's own entry; the returned watch becomes the hold's
 // loss watch.
 func (d *drv) wait(ctx context.Context, h *hold, pred incarnation) (own keyWatch, err error) {
-	var pw keyWatch // on pred
+	var pw *predWatch // on pred
+	dropPred := func(broken bool) {
+		if pw != nil {
+			d.releasePredWatch(pw, broken)
+			pw = nil
+		}
+	}
 	defer func() {
-		pw.stop()
+		dropPred(false)
 		if err != nil {
 			own.stop()
 		}
@@ -160,17 +166,20 @@ func (d *drv) wait(ctx context.Context, h *hold, pred incarnation) (own keyWatch
 	fresh := true        // the enqueue's read is all the watch may have missed
 	predGone := false    // pred was deleted: read before watching anything
 	var at int64         // a revision the watches cover everything after
+	var lastRead int64   // the revision of the last queue read
 	for {
 		read := true
-		if pw.ch == nil && !predGone {
-			pw = d.watchDelete(h.ctx, pred.key, clientv3.WithCreatedNotify())
-			if at, err = d.created(ctx, pw); err != nil {
+		if pw == nil && !predGone {
+			if pw, err = d.predWatch(ctx, pred.key); err != nil {
 				return own, err
 			}
+			at = pw.covered()
 			// The member serving the watch may not have applied the
 			// enqueue yet: reading at h.rev then would not find h.
 			read = !fresh || at > h.rev
-			at = max(at, h.rev)
+			// Never read older than a read already made: the watch
+			// covers everything after at, and a newer state is as good.
+			at = max(at, h.rev, lastRead)
 		}
 		fresh = false
 		if read {
@@ -181,12 +190,12 @@ func (d *drv) wait(ctx context.Context, h *hold, pred incarnation) (own keyWatch
 			if !alive {
 				return own, errQueuedLost
 			}
-			ownFrom = rev + 1
+			ownFrom, lastRead = rev+1, rev
 			if before.key == "" {
 				return own, nil
 			}
-			if before != pred || pw.ch == nil {
-				pw.stop()
+			if before != pred || pw == nil {
+				dropPred(false)
 				pred, predGone = before, false
 				continue
 			}
@@ -198,13 +207,14 @@ func (d *drv) wait(ctx context.Context, h *hold, pred incarnation) (own keyWatch
 		for {
 			select {
 			case wr, ok := <-pw.ch:
+				pw.received(wr)
 				if !ok || wr.Err() != nil {
-					pw.stop() // broken: watch again, then read
+					dropPred(true) // broken: watch again, then read
 					at = 0
 					break waiting
 				}
 				if deletedAfter(wr, pred.rev) {
-					pw.stop()
+					dropPred(false)
 					predGone, at = true, max(wr.Header.Revision, h.rev)
 					break waiting
 				}

@@ -123,7 +123,11 @@
 //
 // A hold granted at once watches its own entry only after 20ms, from the
 // entry's create revision, so that it misses nothing; short holds skip a
-// watch that costs the server about as much as the lock itself.
+// watch that costs the server about as much as the lock itself. A waiter's
+// watch on its predecessor is kept for a second after the wait: under
+// contention the next wait is mostly behind an entry of the same name (the
+// other Locker's reused lease), and the kept watch, which has gone on
+// collecting events, saves creating and cancelling one per handoff.
 //
 // # Benchmarks
 //
@@ -132,20 +136,21 @@
 //	go test -run '^$' -bench VsConcurrency -benchtime 3000x -count 3 ./backend/etcd/
 //
 //	                                   dlock            concurrency.Mutex
-//	Uncontended Lock+Unlock            1.20 ms          1.07 ms
-//	  interleaved rounds (median)      1.04 ms          0.97 ms   ratio 1.06-1.08
-//	Contended, 8 goroutines, 1 key,    370 acq/s        79 acq/s  (4.7x)
-//	  ~1ms hold: handoff p50 / p99     0.90 / 3.4-4.1 ms  1.7 / 80 ms
+//	Uncontended Lock+Unlock            1.14-1.18 ms     1.03-1.10 ms
+//	  interleaved rounds (median)      1.16-1.26 ms     1.08-1.17 ms  ratio 1.06-1.09
+//	Contended, 8 goroutines, 1 key,    387-406 acq/s    79.5 acq/s    (4.9-5.1x)
+//	  ~1ms hold: handoff p50 / p99     0.92-1.0 / 2.8-3.1 ms  1.7-2.1 / 77-80 ms
 //
 // Uncontended, dlock is within 10% of concurrency.Mutex: both write once to
 // lock and once to unlock; the rest is dlock's portable layer. Contended,
 // concurrency.Mutex is capped by the unsynced-watcher catch-up (its p99
 // handoff is the 100ms sync interval). A dlock handoff is the release write,
-// the watch event and one read; the read is what keeps a waiter whose own
-// entry was deleted at the same moment from being told it holds the lock,
-// and it is the part that stands between the 4.7x measured here and 5x.
-// dlock's 8 goroutines share 2 Lockers, so at most 2 entries queue on the
-// server: the releasing Locker's next waiter enqueues while the other holds.
+// the watch event and one read at the deletion's revision; the read is what
+// keeps a waiter whose own entry was deleted at the same moment from being
+// told it holds the lock. dlock's 8 goroutines share 2 Lockers, so at most 2
+// entries queue on the server: the releasing Locker's next waiter enqueues
+// while the other holds. The machine is shared, so figures move by about
+// 10% between runs; the interleaved rounds are the steadier comparison.
 //
 // The conformance benchmarks (go test -run '^$' -bench Conformance
 // ./backend/etcd/) on the same machine:
@@ -153,4 +158,7 @@
 //	                 Uncontended   ParallelKeys   Contended
 //	single node      1.06 ms       0.77 ms        367 acq/s, handoff p50 0.92 ms
 //	3-member cluster 2.46 ms       1.87 ms        237 acq/s, handoff p50 1.7 ms
+//
+// (measured before predecessor watches were kept, which adds about 5% to
+// the contended figure).
 package etcd

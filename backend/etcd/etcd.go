@@ -129,6 +129,7 @@ type drv struct {
 	isClosed bool
 	running  sync.WaitGroup // calls in flight
 	watchers sync.WaitGroup // loss watchers of holds
+	preds    predWatches    // idle predecessor watches
 }
 
 var (
@@ -197,7 +198,8 @@ func (d *drv) Close() error {
 	d.mu.Unlock()
 
 	d.running.Wait() // waiters remove their queue entries first
-	d.cancel()       // ends the loss watchers of holds not released
+	d.preds.closeIdle()
+	d.cancel() // ends the loss watchers of holds not released
 	d.watchers.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	d.leases.drain(ctx)
