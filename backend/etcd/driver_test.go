@@ -164,3 +164,35 @@ func TestRefreshBeforeGrant(t *testing.T) {
 		t.Fatalf("refresh of a revoked lease: %v; want ErrLockLost", err)
 	}
 }
+
+// Watch, which callers that retry TryAcquire use, signals a release, and
+// its channel closes when the watch is closed.
+func TestWatchSignalsRelease(t *testing.T) {
+	d := testDriver(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dh, err := d.TryAcquire(ctx, driver.Request{Key: "watched", TTL: 10 * time.Second, Owner: owner()})
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	w, err := d.Watch(ctx, "watched")
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	if _, err := d.TryAcquire(ctx, driver.Request{Key: "watched", TTL: 10 * time.Second, Owner: owner()}); !errors.Is(err, driver.ErrNotAcquired) {
+		t.Fatalf("TryAcquire of a held key: %v; want ErrNotAcquired", err)
+	}
+	if err := d.Release(ctx, dh); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	select {
+	case <-w.Changed():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no change signalled 10s after the release")
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for range w.Changed() { // closed after Close
+	}
+}
