@@ -3,7 +3,6 @@ package conformance
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -79,11 +78,9 @@ func (s *suite) benchContended(b *testing.B) {
 	ls := []dlock.Locker{s.benchLocker(b), s.benchLocker(b)}
 	key := s.key(b, "k")
 	var (
-		remaining   atomic.Int64
-		lastRelease atomic.Int64 // UnixNano when the last holder began Unlock
-		mu          sync.Mutex
-		handoffs    []time.Duration
-		wg          sync.WaitGroup
+		remaining atomic.Int64
+		handoffs  Handoffs
+		wg        sync.WaitGroup
 	)
 	remaining.Store(int64(b.N))
 	b.ResetTimer()
@@ -98,14 +95,9 @@ func (s *suite) benchContended(b *testing.B) {
 					b.Error(err)
 					return
 				}
-				if rel := lastRelease.Load(); rel != 0 {
-					d := time.Since(time.Unix(0, rel))
-					mu.Lock()
-					handoffs = append(handoffs, d)
-					mu.Unlock()
-				}
+				handoffs.Acquired()
 				time.Sleep(time.Millisecond)
-				lastRelease.Store(time.Now().UnixNano())
+				handoffs.Releasing()
 				if err := m.Unlock(ctx); err != nil {
 					b.Error(err)
 					return
@@ -117,12 +109,5 @@ func (s *suite) benchContended(b *testing.B) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
-	if len(handoffs) > 0 {
-		sort.Slice(handoffs, func(i, j int) bool { return handoffs[i] < handoffs[j] })
-		q := func(p float64) float64 {
-			return float64(handoffs[int(p*float64(len(handoffs)-1))]) / float64(time.Millisecond)
-		}
-		b.ReportMetric(q(0.50), "handoff-p50-ms")
-		b.ReportMetric(q(0.99), "handoff-p99-ms")
-	}
+	handoffs.Report(b)
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"math"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/conformance"
 )
 
 // The benchmarks below compare dlock with the Consul client's own api.Lock,
@@ -145,12 +145,10 @@ func benchUncontended(b *testing.B, c contender) {
 // fewest acquisitions any contender got, and their ratio.
 func benchContended(b *testing.B, cs []contender) {
 	var (
-		remaining   atomic.Int64
-		lastRelease atomic.Int64
-		mu          sync.Mutex
-		handoffs    []time.Duration
-		wg          sync.WaitGroup
-		counts      = make([]int, len(cs))
+		remaining atomic.Int64
+		handoffs  conformance.Handoffs
+		wg        sync.WaitGroup
+		counts    = make([]int, len(cs))
 	)
 	remaining.Store(int64(b.N))
 	b.ResetTimer()
@@ -164,15 +162,10 @@ func benchContended(b *testing.B, cs []contender) {
 					b.Error(err)
 					return
 				}
-				if rel := lastRelease.Load(); rel != 0 {
-					d := time.Since(time.Unix(0, rel))
-					mu.Lock()
-					handoffs = append(handoffs, d)
-					mu.Unlock()
-				}
+				handoffs.Acquired()
 				counts[i]++
 				time.Sleep(time.Millisecond)
-				lastRelease.Store(time.Now().UnixNano())
+				handoffs.Releasing()
 				if err := c.unlock(); err != nil {
 					b.Error(err)
 					return
@@ -184,15 +177,7 @@ func benchContended(b *testing.B, cs []contender) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
-	if len(handoffs) > 0 {
-		sort.Slice(handoffs, func(i, j int) bool { return handoffs[i] < handoffs[j] })
-		q := func(p float64) float64 {
-			return float64(handoffs[int(p*float64(len(handoffs)-1))]) / float64(time.Millisecond)
-		}
-		b.ReportMetric(q(0.50), "handoff-p50-ms")
-		b.ReportMetric(q(0.99), "handoff-p99-ms")
-		b.ReportMetric(q(1), "handoff-max-ms")
-	}
+	handoffs.Report(b)
 	lo, hi := counts[0], counts[0]
 	for _, n := range counts {
 		lo, hi = min(lo, n), max(hi, n)

@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/conformance"
 )
 
 // BenchmarkVsConcurrency compares dlock's etcd backend with etcd's own
@@ -118,12 +119,10 @@ func benchContended(b *testing.B, mutex func(g int) (lock, unlock func(context.C
 	const goroutines = 8
 	ctx := context.Background()
 	var (
-		remaining   atomic.Int64
-		lastRelease atomic.Int64
-		inside      atomic.Int32
-		mu          sync.Mutex
-		handoffs    []time.Duration
-		wg          sync.WaitGroup
+		remaining atomic.Int64
+		handoffs  conformance.Handoffs
+		inside    atomic.Int32
+		wg        sync.WaitGroup
 	)
 	remaining.Store(int64(b.N))
 	fns := make([][2]func(context.Context) error, goroutines)
@@ -146,15 +145,10 @@ func benchContended(b *testing.B, mutex func(g int) (lock, unlock func(context.C
 				if inside.Add(1) != 1 {
 					b.Error("two holders at once")
 				}
-				if rel := lastRelease.Load(); rel != 0 {
-					d := time.Since(time.Unix(0, rel))
-					mu.Lock()
-					handoffs = append(handoffs, d)
-					mu.Unlock()
-				}
+				handoffs.Acquired()
 				time.Sleep(time.Millisecond)
 				inside.Add(-1)
-				lastRelease.Store(time.Now().UnixNano())
+				handoffs.Releasing()
 				if err := unlock(ctx); err != nil {
 					b.Error(err)
 					return
@@ -166,12 +160,5 @@ func benchContended(b *testing.B, mutex func(g int) (lock, unlock func(context.C
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
-	if len(handoffs) > 0 {
-		sort.Slice(handoffs, func(i, j int) bool { return handoffs[i] < handoffs[j] })
-		q := func(p float64) float64 {
-			return float64(handoffs[int(p*float64(len(handoffs)-1))]) / float64(time.Millisecond)
-		}
-		b.ReportMetric(q(0.50), "handoff-p50-ms")
-		b.ReportMetric(q(0.99), "handoff-p99-ms")
-	}
+	handoffs.Report(b)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/conformance"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testenv"
 )
@@ -158,11 +158,9 @@ func benchContended(b *testing.B, raw string, stats *goredis.Client, waiters, lo
 		ms[i] = m
 	}
 	var (
-		remaining   atomic.Int64
-		lastRelease atomic.Int64
-		mu          sync.Mutex
-		handoffs    []time.Duration
-		wg          sync.WaitGroup
+		remaining atomic.Int64
+		handoffs  conformance.Handoffs
+		wg        sync.WaitGroup
 	)
 	remaining.Store(int64(b.N))
 	before := commandStats(b, stats)
@@ -176,14 +174,9 @@ func benchContended(b *testing.B, raw string, stats *goredis.Client, waiters, lo
 					b.Error(err)
 					return
 				}
-				if rel := lastRelease.Load(); rel != 0 {
-					d := time.Since(time.Unix(0, rel))
-					mu.Lock()
-					handoffs = append(handoffs, d)
-					mu.Unlock()
-				}
+				handoffs.Acquired()
 				time.Sleep(time.Millisecond)
-				lastRelease.Store(time.Now().UnixNano())
+				handoffs.Releasing()
 				if err := m.Unlock(ctx); err != nil {
 					b.Error(err)
 					return
@@ -211,14 +204,7 @@ func benchContended(b *testing.B, raw string, stats *goredis.Client, waiters, lo
 	b.ReportMetric(float64(all)/n, "cmds/acq")
 	b.ReportMetric(float64(evals)/n, "evals/acq")
 	b.ReportMetric(float64(subs)/n, "subs/acq")
-	if len(handoffs) > 0 {
-		sort.Slice(handoffs, func(i, j int) bool { return handoffs[i] < handoffs[j] })
-		q := func(p float64) float64 {
-			return float64(handoffs[int(p*float64(len(handoffs)-1))]) / float64(time.Millisecond)
-		}
-		b.ReportMetric(q(0.50), "handoff-p50-ms")
-		b.ReportMetric(q(0.99), "handoff-p99-ms")
-	}
+	handoffs.Report(b)
 }
 
 // commandStats reads the calls of every command from INFO commandstats.

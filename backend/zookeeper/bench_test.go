@@ -3,7 +3,6 @@ package zookeeper
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/conformance"
 )
 
 // benchLock is one holder's handle, dlock's or go-zookeeper's.
@@ -126,11 +126,9 @@ func BenchmarkVsZkLock(b *testing.B) {
 func benchContended(b *testing.B, handle func(int) benchLock) {
 	const goroutines = 8
 	var (
-		remaining   atomic.Int64
-		lastRelease atomic.Int64
-		mu          sync.Mutex
-		handoffs    []time.Duration
-		wg          sync.WaitGroup
+		remaining atomic.Int64
+		handoffs  conformance.Handoffs
+		wg        sync.WaitGroup
 	)
 	remaining.Store(int64(b.N))
 	hs := make([]benchLock, goroutines)
@@ -148,14 +146,9 @@ func benchContended(b *testing.B, handle func(int) benchLock) {
 					b.Error(err)
 					return
 				}
-				if rel := lastRelease.Load(); rel != 0 {
-					d := time.Since(time.Unix(0, rel))
-					mu.Lock()
-					handoffs = append(handoffs, d)
-					mu.Unlock()
-				}
+				handoffs.Acquired()
 				time.Sleep(time.Millisecond)
-				lastRelease.Store(time.Now().UnixNano())
+				handoffs.Releasing()
 				if err := h.Unlock(); err != nil {
 					b.Error(err)
 					return
@@ -167,12 +160,5 @@ func benchContended(b *testing.B, handle func(int) benchLock) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
-	if len(handoffs) > 0 {
-		sort.Slice(handoffs, func(i, j int) bool { return handoffs[i] < handoffs[j] })
-		q := func(p float64) float64 {
-			return float64(handoffs[int(p*float64(len(handoffs)-1))]) / float64(time.Millisecond)
-		}
-		b.ReportMetric(q(0.50), "handoff-p50-ms")
-		b.ReportMetric(q(0.99), "handoff-p99-ms")
-	}
+	handoffs.Report(b)
 }
