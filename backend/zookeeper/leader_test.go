@@ -16,6 +16,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/launcher"
+	"github.com/dlock-go/dlock/internal/testenv"
 )
 
 // fenced is the resource the lock protects: it records every holder's
@@ -59,6 +60,9 @@ func TestLeaderKill(t *testing.T) {
 	// Node control needs the servers `make up` started; SIGCONT to a
 	// running node changes nothing and tells whether we have it.
 	if err := launcher.Resume(ctx, leader); err != nil {
+		if testenv.Required("DLOCK_ZK3_URL") {
+			t.Fatalf("no node control over %s: %v", leader, err)
+		}
 		t.Skipf("no node control over %s (servers not started by the launcher?): %v", leader, err)
 	}
 
