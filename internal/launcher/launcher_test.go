@@ -85,6 +85,17 @@ func ping(addr string, timeout time.Duration) error {
 	return err
 }
 
+// noServer returns nil if nothing answers at addr: the connection is
+// refused, or reset (a connection made while the kernel still tears a dead
+// process's listening socket down is accepted and then reset).
+func noServer(addr string) error {
+	err := ping(addr, time.Second)
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
+		return nil
+	}
+	return fmt.Errorf("PING: %v, want connection refused (or reset)", err)
+}
+
 func pidOf(t *testing.T, l *Launcher, node string) int {
 	t.Helper()
 	r, err := l.readRecord(node)
@@ -164,10 +175,8 @@ func TestNodeControl(t *testing.T) {
 		t.Fatal(err)
 	}
 	stateIs(t, l, node, "exited")
-	// A connection made while the kernel is still tearing the dead
-	// process's sockets down is reset rather than refused.
-	if err := ping(addr, time.Second); !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.ECONNRESET) {
-		t.Errorf("PING to a killed node: %v, want connection refused (or reset)", err)
+	if err := noServer(addr); err != nil {
+		t.Errorf("PING to a killed node: %v", err)
 	}
 	if err := l.Kill(ctx, node); err != nil {
 		t.Errorf("killing a dead node again: %v", err)
@@ -190,8 +199,8 @@ func TestNodeControl(t *testing.T) {
 	if err := l.Stop(ctx, node); err != nil {
 		t.Fatal(err)
 	}
-	if err := ping(addr, time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
-		t.Errorf("PING to a stopped node: %v, want connection refused", err)
+	if err := noServer(addr); err != nil {
+		t.Errorf("PING to a stopped node: %v", err)
 	}
 	if err := l.Start(ctx, node, AOF(true)); err != nil {
 		t.Fatal(err)
@@ -213,8 +222,8 @@ func TestNodeControl(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range tp.Nodes {
-		if err := ping(n.Addr(), time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
-			t.Errorf("%s after Down: %v, want connection refused", n.Name, err)
+		if err := noServer(n.Addr()); err != nil {
+			t.Errorf("%s after Down: %v", n.Name, err)
 		}
 		stateIs(t, l, n.Name, "not started")
 	}
@@ -263,7 +272,7 @@ func TestDownAfterFailedUp(t *testing.T) {
 	if s := first.state(); s != procGone {
 		t.Errorf("first node is %v after Down", s)
 	}
-	if err := ping(tp.Nodes[0].Addr(), time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+	if err := noServer(tp.Nodes[0].Addr()); err != nil {
 		t.Errorf("first node after Down: %v", err)
 	}
 }
