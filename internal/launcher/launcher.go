@@ -454,6 +454,11 @@ func (l *Launcher) start(ctx context.Context, t topology.Topology, n topology.No
 			return err
 		}
 	}
+	if _, routed := files[hostsFileName]; routed {
+		if path, args, err = withHosts(path, args, filepath.Join(dir, hostsFileName)); err != nil {
+			return fmt.Errorf("%s: %w", n.Name, err)
+		}
+	}
 	flags := os.O_CREATE | os.O_WRONLY | os.O_APPEND
 	if fresh {
 		flags |= os.O_TRUNC

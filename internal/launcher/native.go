@@ -21,9 +21,18 @@ var zkJars = []string{"/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-si
 
 // nativeCommand is how node n is run on this host: the program (a name
 // resolved by lookPath, not yet a path), its arguments, and the files to
-// write into dataDir first. It is pure: nothing is looked up or written.
+// write into dataDir first (with the hosts file of a peer-routed node, which
+// start then runs under withHosts). It is pure: nothing is looked up or
+// written.
 func nativeCommand(t topology.Topology, n topology.Node, dataDir string, aof bool) (program string, args []string, files map[string]string) {
 	s := t.Server(n, topology.Options{DataDir: dataDir, AOF: aof})
+	if s.Hosts != "" {
+		files = map[string]string{hostsFileName: s.Hosts}
+		for name, content := range s.Files {
+			files[name] = content
+		}
+		s.Files = files
+	}
 	switch t.Kind {
 	case topology.ZooKeeper:
 		args = append(strings.Fields(topology.ZooKeeperJVMFlags),

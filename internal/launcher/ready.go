@@ -230,45 +230,60 @@ func (l *Launcher) Leader(ctx context.Context, topo string) (string, error) {
 var errNoSingleLeader = errors.New("has no single leader")
 
 func leaderOnce(ctx context.Context, t topology.Topology) (string, error) {
-	switch {
-	case t.Kind == topology.Etcd:
-		var errs []error
-		for _, n := range t.Nodes {
-			var st struct {
-				Header struct {
-					MemberID string `json:"member_id"`
-				}
-				Leader string
-			}
-			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-			err := httpJSON(pctx, "POST", "http://"+n.Addr()+"/v3/maintenance/status", &st)
-			cancel()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", n.Name, err))
-				continue
-			}
-			if st.Leader != "" && st.Leader != "0" && st.Leader == st.Header.MemberID {
-				return n.Name, nil
-			}
+	if t.Kind != topology.Etcd && t.Kind != topology.ZooKeeper {
+		if len(t.Nodes) == 1 {
+			return t.Nodes[0].Name, nil
 		}
-		return "", fmt.Errorf("%s: no member reports itself leader: %w", t.Name, errors.Join(errs...))
-	case t.Kind == topology.ZooKeeper:
-		var errs []error
-		for _, n := range t.Nodes {
-			mode, err := zkMode(ctx, n.Addr())
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", n.Name, err))
-				continue
-			}
-			if mode == "leader" || mode == "standalone" {
-				return n.Name, nil
-			}
-		}
-		return "", fmt.Errorf("%s: no node is in leader mode: %w", t.Name, errors.Join(errs...))
-	case len(t.Nodes) == 1:
-		return t.Nodes[0].Name, nil
+		return "", fmt.Errorf("%s %w", t.Name, errNoSingleLeader)
 	}
-	return "", fmt.Errorf("%s %w", t.Name, errNoSingleLeader)
+	var errs []error
+	for _, n := range t.Nodes {
+		ok, err := isLeader(ctx, t, n)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", n.Name, err))
+			continue
+		}
+		if ok {
+			return n.Name, nil
+		}
+	}
+	return "", fmt.Errorf("%s: no node reports itself leader: %w", t.Name, errors.Join(errs...))
+}
+
+// IsLeader asks one node of an etcd or ZooKeeper topology, once, whether it
+// considers itself the leader. A node cut off from its peers may still say
+// so for a while after the others have elected another.
+func (l *Launcher) IsLeader(ctx context.Context, node string) (bool, error) {
+	t, n, err := l.node(node)
+	if err != nil {
+		return false, err
+	}
+	if t.Kind != topology.Etcd && t.Kind != topology.ZooKeeper {
+		return len(t.Nodes) == 1, nil
+	}
+	return isLeader(ctx, t, n)
+}
+
+func isLeader(ctx context.Context, t topology.Topology, n topology.Node) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	if t.Kind == topology.Etcd {
+		var st struct {
+			Header struct {
+				MemberID string `json:"member_id"`
+			}
+			Leader string
+		}
+		if err := httpJSON(ctx, "POST", "http://"+n.Addr()+"/v3/maintenance/status", &st); err != nil {
+			return false, err
+		}
+		return st.Leader != "" && st.Leader != "0" && st.Leader == st.Header.MemberID, nil
+	}
+	mode, err := zkMode(ctx, n.Addr())
+	if err != nil {
+		return false, err
+	}
+	return mode == "leader" || mode == "standalone", nil
 }
 
 // httpJSON does a request with an empty JSON body for POST and decodes the

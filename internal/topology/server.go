@@ -29,6 +29,10 @@ type Server struct {
 	Args []string
 	// Files are written into DataDir before the node starts, by name.
 	Files map[string]string
+	// Hosts, when set, is the hosts file the node must see as /etc/hosts
+	// (a PeerRouted topology); the launcher mounts it in a mount namespace
+	// of the node's own.
+	Hosts string
 }
 
 // Program names.
@@ -67,6 +71,9 @@ func (t Topology) Server(n Node, o Options) Server {
 	if t.Kind != ZooKeeper {
 		s.Args = append(s.Args, n.Args...)
 	}
+	if t.PeerRouted {
+		s.Hosts = t.Hosts(n)
+	}
 	return s
 }
 
@@ -96,7 +103,7 @@ func (t Topology) redis(n Node, o Options) Server {
 }
 
 func (t Topology) etcd(n Node, o Options) Server {
-	peer := func(m Node) string { return "http://" + Host + ":" + strconv.Itoa(m.Port(Peer)) }
+	peer := func(m Node) string { return "http://" + t.peerHost(m) + ":" + strconv.Itoa(m.Port(Peer)) }
 	client := "http://" + n.Addr()
 	initial := make([]string, len(t.Nodes))
 	for i, m := range t.Nodes {
@@ -107,7 +114,7 @@ func (t Topology) etcd(n Node, o Options) Server {
 		"--data-dir", o.DataDir,
 		"--listen-client-urls", client,
 		"--advertise-client-urls", client,
-		"--listen-peer-urls", peer(n),
+		"--listen-peer-urls", "http://" + Host + ":" + strconv.Itoa(n.Port(Peer)),
 		"--initial-advertise-peer-urls", peer(n),
 		"--initial-cluster", strings.Join(initial, ","),
 		"--initial-cluster-token", t.Name,
@@ -136,7 +143,7 @@ func (t Topology) zookeeper(n Node, o Options) Server {
 	if t.Cluster {
 		lines = append(lines, "reconfigEnabled=false")
 		for _, m := range t.Nodes {
-			lines = append(lines, fmt.Sprintf("server.%d=%s:%d:%d", m.ID, Host, m.Port(Quorum), m.Port(Election)))
+			lines = append(lines, fmt.Sprintf("server.%d=%s:%d:%d", m.ID, t.peerHost(m), m.Port(Quorum), m.Port(Election)))
 		}
 	}
 	lines = append(lines, n.Args...)

@@ -92,6 +92,11 @@ type Topology struct {
 	// Image is the official docker image the compose file runs.
 	Image string
 	Nodes []Node
+	// PeerRouted makes the nodes of an etcd or ZooKeeper cluster reach
+	// each other by name through per-pair routes where a proxy can cut
+	// them (see PeerName, RouteAddr and Hosts). Only the native launcher
+	// runs such a topology; the standard topologies are never routed.
+	PeerRouted bool
 }
 
 // URL is the endpoint tests connect to, e.g. redlock://127.0.0.1:6380,....
@@ -264,6 +269,9 @@ func Check(ts []Topology) error {
 		topos[t.Name] = true
 		if len(t.Nodes) == 0 {
 			return fmt.Errorf("topology %s has no nodes", t.Name)
+		}
+		if err := checkRouted(t); err != nil {
+			return err
 		}
 		for _, n := range t.Nodes {
 			if nodeNames[n.Name] {
