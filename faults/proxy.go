@@ -43,17 +43,26 @@ func (p *Proxies) Rewrite(rawURL string) (string, *Link, error) {
 	link := &Link{}
 	var hosts []string
 	for _, h := range strings.Split(u.Host, ",") {
-		p.n++
-		px := toxiproxy.NewProxy(p.srv, fmt.Sprintf("p%d", p.n), "127.0.0.1:0", h)
-		if err := px.Start(); err != nil {
+		px, err := p.start("127.0.0.1:0", h)
+		if err != nil {
 			return "", nil, err
 		}
-		p.all = append(p.all, px)
 		link.proxies = append(link.proxies, px)
 		hosts = append(hosts, px.Listen)
 	}
 	u.Host = strings.Join(hosts, ",")
 	return u.String(), link, nil
+}
+
+// start runs one proxy from listen to upstream.
+func (p *Proxies) start(listen, upstream string) (*toxiproxy.Proxy, error) {
+	p.n++
+	px := toxiproxy.NewProxy(p.srv, fmt.Sprintf("p%d", p.n), listen, upstream)
+	if err := px.Start(); err != nil {
+		return nil, fmt.Errorf("proxy %s -> %s: %w", listen, upstream, err)
+	}
+	p.all = append(p.all, px)
+	return px, nil
 }
 
 // Cut blackholes the link both ways: connections stay open and data is
