@@ -30,10 +30,14 @@ func (d *drv) TryAcquire(ctx context.Context, req driver.Request) (_ driver.Hold
 			return driver.Hold{}, mapErr(ctx, err)
 		}
 		me := entry(q, l)
-		resp, err := d.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(q), "=", 0).WithPrefix()).
-			Then(clientv3.OpPut(me, req.Owner, clientv3.WithLease(l.id))).
-			Commit()
+		var resp *clientv3.TxnResponse
+		err = onLeader(ctx, func(ctx context.Context) (err error) {
+			resp, err = d.cli.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(q), "=", 0).WithPrefix()).
+				Then(clientv3.OpPut(me, req.Owner, clientv3.WithLease(l.id))).
+				Commit()
+			return err
+		})
 		if leaseGone(err) && !retried {
 			continue // an idle lease expired or was revoked: nothing was written
 		}
@@ -100,11 +104,15 @@ func (d *drv) enqueue(ctx context.Context, req driver.Request) (*hold, incarnati
 			return nil, incarnation{}, mapErr(ctx, err)
 		}
 		me := entry(q, l)
-		resp, err := d.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(me), "=", 0)).
-			Then(clientv3.OpGet(q, append(clientv3.WithLastCreate(), clientv3.WithKeysOnly())...),
-				clientv3.OpPut(me, req.Owner, clientv3.WithLease(l.id))).
-			Commit()
+		var resp *clientv3.TxnResponse
+		err = onLeader(ctx, func(ctx context.Context) (err error) {
+			resp, err = d.cli.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(me), "=", 0)).
+				Then(clientv3.OpGet(q, append(clientv3.WithLastCreate(), clientv3.WithKeysOnly())...),
+					clientv3.OpPut(me, req.Owner, clientv3.WithLease(l.id))).
+				Commit()
+			return err
+		})
 		if leaseGone(err) && !retried {
 			continue
 		}

@@ -120,6 +120,13 @@
 //     leader (1-2s) instead of waiting out etcd's 7s request timeout. The
 //     enqueue is not repeated; it fails with ErrUnavailable when its context
 //     ends, after revoking its lease in case it was applied.
+//   - Every call carries etcd's require-leader flag. A member cut off from
+//     its peers (a partition; clients still reach it) then refuses at once
+//     with "no leader" and applies nothing, so the acquire and lease calls
+//     are sent again, reaching another member, for up to 3s (an election);
+//     without the flag it would hold each call for 7s and leave its outcome
+//     unknown. TestIsolatedMember and the fault suite's leader-isolation
+//     scenario cut a member's peer links through proxies to show it.
 //
 // A hold granted at once watches its own entry only after 20ms, from the
 // entry's create revision, so that it misses nothing; short holds skip a

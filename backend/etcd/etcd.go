@@ -59,8 +59,10 @@ func open(ctx context.Context, u *url.URL) (driver.Locker, error) {
 		return nil, driver.Unavailable(err)
 	}
 	// clientv3.New does not wait for a connection; one read of the
-	// namespace does, and also checks credentials and quorum.
-	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	// namespace does, and also checks credentials and quorum. A member
+	// without a leader refuses it at once and the client reads from
+	// another (see noLeader).
+	pctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), cfg.DialTimeout)
 	defer cancel()
 	if _, err := cli.Get(pctx, prefix, clientv3.WithKeysOnly()); err != nil {
 		_ = cli.Close()
@@ -172,7 +174,9 @@ func (d *drv) enter(ctx context.Context) (context.Context, func(*error), error) 
 	}
 	d.running.Add(1)
 	d.mu.Unlock()
-	cctx, cancel := context.WithCancel(ctx)
+	// Require a leader: a member cut off from its peers refuses at once
+	// (see noLeader) rather than holding the call for its request timeout.
+	cctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	stop := context.AfterFunc(d.calls, cancel)
 	return cctx, func(errp *error) {
 		stop()

@@ -85,8 +85,15 @@ func (p *leasePool) get(ctx context.Context, ttl time.Duration) (*lease, error) 
 			}
 		}
 	}
-	sent := time.Now()
-	r, err := p.cli.Grant(ctx, want)
+	var (
+		r    *clientv3.LeaseGrantResponse
+		sent time.Time
+	)
+	err := onLeader(ctx, func(ctx context.Context) (err error) {
+		sent = time.Now()
+		r, err = p.cli.Grant(ctx, want)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +139,10 @@ func (p *leasePool) keepAlive(ctx context.Context, l *lease) error {
 
 // revoke ends l on the server, deleting any key attached to it.
 func (p *leasePool) revoke(ctx context.Context, l *lease) error {
-	_, err := p.cli.Revoke(ctx, l.id)
+	err := onLeader(ctx, func(ctx context.Context) error {
+		_, err := p.cli.Revoke(ctx, l.id)
+		return err
+	})
 	if leaseGone(err) {
 		return nil
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -27,6 +29,39 @@ func retry(ctx context.Context, do func(ctx context.Context) error) error {
 		err := do(actx)
 		cancel()
 		if err == nil || ctx.Err() != nil || !errors.Is(mapErr(ctx, err), driver.ErrUnavailable) {
+			return err
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return err
+		}
+	}
+}
+
+// leaderWait bounds how long onLeader re-sends a request that members refuse
+// for want of a leader: about an election, not an outage.
+const leaderWait = 3 * time.Second
+
+// noLeader reports whether a member refused a request because it has no
+// leader. Every call the driver makes carries etcd's require-leader flag
+// (see enter), so a member cut off from its peers says so at once and
+// applies nothing, instead of holding the request for etcd's request timeout
+// (about 7s) and then giving an answer that does not say whether it was
+// applied.
+func noLeader(err error) bool {
+	return errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrGRPCNoLeader)
+}
+
+// onLeader runs do, a request that is not safe to repeat in general, again
+// while a member refuses it for want of a leader: such a refusal applied
+// nothing, and the client sends the next attempt to the next member. It
+// gives up after leaderWait, or when ctx ends.
+func onLeader(ctx context.Context, do func(ctx context.Context) error) error {
+	deadline := time.Now().Add(leaderWait)
+	for backoff := 5 * time.Millisecond; ; backoff = min(2*backoff, 250*time.Millisecond) {
+		err := do(ctx)
+		if !noLeader(err) || time.Now().After(deadline) {
 			return err
 		}
 		select {
