@@ -71,9 +71,9 @@ type Cluster struct {
 	Routes *Routes
 }
 
-// StartCluster starts a private copy of the named cluster topology (etcd3
-// or zookeeper3) on free ports, its peers talking through routes of p, and
-// stops it when t ends.
+// StartCluster starts a private copy of the named etcd cluster topology
+// (etcd3) on free ports, its peers talking through routes of p, and stops it
+// when t ends. (ZooKeeper cannot be routed: see topology.PeerDomain.)
 func StartCluster(t testing.TB, p *Proxies, base string) *Cluster {
 	t.Helper()
 	bt, ok := topology.Lookup(topology.All(), base)

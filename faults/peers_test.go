@@ -10,97 +10,81 @@ import (
 
 	"github.com/dlock-go/dlock"
 	_ "github.com/dlock-go/dlock/backend/etcd"
-	_ "github.com/dlock-go/dlock/backend/zookeeper"
 	"github.com/dlock-go/dlock/internal/testenv"
 )
 
 // TestPeerRoutes checks the partition the leader-isolation scenario relies
-// on, on private peer-routed clusters:
+// on, on a private peer-routed etcd cluster:
 //   - every node sees its own hosts file, so the cluster can only have
 //     formed through the route proxies;
 //   - cutting the leader's routes makes the other two elect another leader,
 //     and the cut-off node grants no lock, even to a client that reaches it;
 //   - after the heal the old leader rejoins and grants locks again.
 func TestPeerRoutes(t *testing.T) {
-	for _, c := range []struct{ base, env, scheme, query string }{
-		{"etcd3", "DLOCK_ETCD3_URL", "etcd", ""},
-		{"zookeeper3", "DLOCK_ZK3_URL", "zk", "?session_timeout=2s"},
-	} {
-		t.Run(c.base, func(t *testing.T) {
-			testenv.Endpoint(t, c.env) // the servers are installed
-			px := NewProxies()
-			defer px.Close()
-			cl := StartCluster(t, px, c.base)
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
+	testenv.Endpoint(t, "DLOCK_ETCD3_URL") // the servers are installed
+	px := NewProxies()
+	defer px.Close()
+	cl := StartCluster(t, px, "etcd3")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
 
-			st, err := cl.L.Status(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range st {
-				n, _ := cl.T.Node(s.Node)
-				got, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/etc/hosts", s.PID))
-				if err != nil {
-					t.Fatalf("%s: %v", s.Node, err)
-				}
-				if want := cl.T.Hosts(n); string(got) != want {
-					t.Errorf("%s sees /etc/hosts\n%s\nwant\n%s", s.Node, got, want)
-				}
-			}
-
-			lockVia := func(node string) error {
-				n, _ := cl.T.Node(node)
-				return lockOnce(ctx, c.scheme+"://"+n.Addr()+c.query)
-			}
-			old, err := cl.L.Leader(ctx, cl.T.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := lockVia(old); err != nil {
-				t.Fatalf("lock through the leader %s before the cut: %v", old, err)
-			}
-			link, err := cl.Routes.Isolate(old)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := link.Cut(); err != nil {
-				t.Fatal(err)
-			}
-			healed := false
-			defer func() {
-				if !healed {
-					_ = link.Heal()
-				}
-			}()
-			nctx, ncancel := context.WithTimeout(ctx, time.Minute)
-			defer ncancel()
-			nl, err := cl.NewLeader(nctx, old)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := lockVia(nl); err != nil {
-				t.Errorf("lock through the new leader %s: %v", nl, err)
-			}
-			if err := lockVia(old); err == nil {
-				t.Errorf("the isolated node %s granted a lock", old)
-			} else if errors.Is(err, dlock.ErrInvalidURL) || errors.Is(err, dlock.ErrInvalidOption) {
-				t.Errorf("lock through the isolated node %s: %v", old, err)
-			}
-			if err := link.Heal(); err != nil {
-				t.Fatal(err)
-			}
-			healed = true
-			var last error
-			for try := 0; try < 30; try++ {
-				if last = lockVia(old); last == nil {
-					return
-				}
-				time.Sleep(time.Second)
-			}
-			t.Errorf("%s did not rejoin after the heal: %v", old, last)
-		})
+	st, err := cl.L.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
+	for _, s := range st {
+		n, _ := cl.T.Node(s.Node)
+		got, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/etc/hosts", s.PID))
+		if err != nil {
+			t.Fatalf("%s: %v", s.Node, err)
+		}
+		if want := cl.T.Hosts(n); string(got) != want {
+			t.Errorf("%s sees /etc/hosts\n%s\nwant\n%s", s.Node, got, want)
+		}
+	}
+
+	lockVia := func(node string) error {
+		n, _ := cl.T.Node(node)
+		return lockOnce(ctx, "etcd://"+n.Addr())
+	}
+	old, err := cl.L.Leader(ctx, cl.T.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lockVia(old); err != nil {
+		t.Fatalf("lock through the leader %s before the cut: %v", old, err)
+	}
+	link, err := cl.Routes.Isolate(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := link.Cut(); err != nil {
+		t.Fatal(err)
+	}
+	defer link.Heal()
+	nctx, ncancel := context.WithTimeout(ctx, time.Minute)
+	defer ncancel()
+	nl, err := cl.NewLeader(nctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lockVia(nl); err != nil {
+		t.Errorf("lock through the new leader %s: %v", nl, err)
+	}
+	if err := lockVia(old); err == nil {
+		t.Errorf("the isolated node %s granted a lock", old)
+	} else if errors.Is(err, dlock.ErrInvalidURL) || errors.Is(err, dlock.ErrInvalidOption) {
+		t.Errorf("lock through the isolated node %s: %v", old, err)
+	}
+	link.Heal()
+	var last error
+	for try := 0; try < 30; try++ {
+		if last = lockVia(old); last == nil {
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	t.Errorf("%s did not rejoin after the heal: %v", old, last)
 }
 
 // lockOnce opens a Locker on url and takes and releases one lock, failing
