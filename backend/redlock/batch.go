@@ -39,6 +39,35 @@ type batcher struct {
 	flushers int
 	inflight [maxBatches]time.Time // send time of each flusher's pipeline, busy when it has none, zero when no flusher
 	idle     chan struct{}         // when not nil, closed once no flusher runs
+
+	life    context.Context // the driver's, cancelled by Close: ends a warm
+	warming atomic.Bool     // a warm is running
+	warmers sync.WaitGroup
+}
+
+// warmTimeout bounds the background connection set up by warm.
+const warmTimeout = 5 * time.Second
+
+// warm opens a connection to the instance in the background after a
+// request ran out of its per-instance timeout, and leaves it in the pool.
+// go-redis sets a new connection up (HELLO, CLIENT SETINFO: round trips of
+// their own) inside the context of the first request that uses it, so on a
+// link whose round trip is a fair part of the timeout every request would
+// time out during the set-up, its connection would be dropped, and no
+// request would ever be answered. The PING that warms a connection has a
+// deadline of its own; the next requests find the connection ready.
+func (b *batcher) warm() {
+	if !b.warming.CompareAndSwap(false, true) {
+		return
+	}
+	b.warmers.Add(1)
+	go func() {
+		defer b.warmers.Done()
+		defer b.warming.Store(false)
+		ctx, cancel := context.WithTimeout(b.life, warmTimeout)
+		defer cancel()
+		_ = b.client.Ping(ctx).Err()
+	}()
 }
 
 // busy marks a flusher that has no pipeline out: it is never stalled.
@@ -256,6 +285,9 @@ func (b *batcher) exec(batch []*call, now time.Time) {
 		if redis.HasErrorPrefix(cmds[k].Err(), "NOSCRIPT") {
 			retry = append(retry, c)
 			continue
+		}
+		if isTimeout(cmds[k].Err()) {
+			b.warm()
 		}
 		c.finish(cmds[k].Result())
 	}

@@ -45,6 +45,13 @@
 // granted the lock, so a paused or slow instance costs nothing then, and
 // never more than the timeout; the requests not answered yet still run,
 // and a grant that arrives after the hold has ended is released at once.
+// After a request to an instance times out, a connection to it is set up
+// in the background with a deadline of its own (warmTimeout, 5s): go-redis
+// sets a connection up inside the first request's context, and on a link
+// whose round trip is a fair part of the timeout every request would
+// otherwise time out during the set-up and none would be answered.
+// The timeout must still exceed the round trip: on a 200ms link the
+// default 100ms grants nothing.
 //
 // The hold is granted if a majority took the lock and the whole exchange
 // (both token phases) ended within the validity window, TTL - TTL*drift -

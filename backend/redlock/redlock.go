@@ -86,6 +86,8 @@ type Driver struct {
 
 	closeOnce sync.Once
 	closed    chan struct{}
+	life      context.Context // cancelled by Close: ends background work
+	endLife   context.CancelFunc
 
 	mu       sync.Mutex
 	isClosed bool
@@ -138,6 +140,7 @@ func NewDriver(clients []*redis.Client, cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("%w: Redlock needs an odd number of instances, at least 3; got %d", ErrConfig, n)
 	}
 	d := &Driver{cfg: cfg, quorum: n/2 + 1, closed: make(chan struct{})}
+	d.life, d.endLife = context.WithCancel(context.Background())
 	seen := map[string]bool{}
 	for i, c := range clients {
 		if c == nil {
@@ -155,7 +158,7 @@ func NewDriver(clients []*redis.Client, cfg Config) (*Driver, error) {
 			}
 		}
 		in := &instance{client: c, addr: addr}
-		in.batch = &batcher{client: c, in: in, index: i}
+		in.batch = &batcher{client: c, in: in, index: i, life: d.life}
 		d.inst = append(d.inst, in)
 		d.all = append(d.all, i)
 	}
@@ -207,8 +210,10 @@ func (d *Driver) Close() error {
 			h.close()
 		}
 		var errs []error
+		d.endLife()
 		for _, in := range d.inst {
 			in.batch.drain(deadline)
+			in.batch.warmers.Wait()
 			if d.owned {
 				errs = append(errs, in.client.Close())
 			}
