@@ -158,16 +158,30 @@ func (h *hold) start() {
 
 // tick is the watchdog: it declares the hold lost at lossAt, and otherwise
 // renews when renewAt has come (retrying soon after a transient failure).
+//
+// A renewal in flight never holds the loss back: its context ends at lossAt
+// (see renew), and the timer is set for lossAt while it runs, so that a
+// renewal stuck in a driver that does not heed its context still cannot
+// keep Done open past the validity window. A renewal that returns after that does not revive
+// the hold (see renew).
 func (h *hold) tick() {
 	h.mu.Lock()
-	if h.isEnded || h.inFlight != nil {
+	if h.isEnded {
 		h.mu.Unlock()
 		return
 	}
 	now := time.Now()
 	if !now.Before(h.lossAt()) {
+		stop := h.inFlight
 		h.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
 		h.lose(errors.New("lease validity ended without a successful renewal"))
+		return
+	}
+	if h.inFlight != nil {
+		h.mu.Unlock()
 		return
 	}
 	if !h.m.opts.autoRenew || now.Before(h.renewAt) {
@@ -178,6 +192,7 @@ func (h *hold) tick() {
 	ctx, cancel := context.WithCancel(context.Background())
 	h.inFlight, h.flightCh = cancel, make(chan struct{})
 	flight, ttl := h.flightCh, h.lease.TTL
+	h.timer.Reset(time.Until(h.lossAt()))
 	h.mu.Unlock()
 
 	err := h.renew(ctx)

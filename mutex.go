@@ -222,13 +222,22 @@ func classify(ctx context.Context, err error, answered bool) error {
 	return err
 }
 
-// held records a granted hold and starts its watchdog.
+// held records a granted hold and starts its watchdog. A grant whose
+// validity window has already run down to the loss margin (a driver whose
+// hold dates from a lease extension long before the grant, Hold.Since) is
+// given back, never reported acquired.
 func (m *mutex) held(ctx context.Context, gt *gate, dh driver.Hold, sent time.Time) error {
 	if !dh.Since.IsZero() {
 		sent = dh.Since
 	}
 	h := newHold(m, gt, dh, sent)
-	if err := m.l.track(h); err != nil {
+	err := m.l.track(h)
+	if err == nil && !time.Now().Before(h.lossAt()) {
+		m.l.untrack(h)
+		err = fmt.Errorf("%w: the lock was granted after its validity window had ended (lease last extended %v ago, TTL %v)",
+			ErrUnavailable, time.Since(sent).Round(time.Millisecond), h.lease.TTL)
+	}
+	if err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeReleaseTimeout)
 		defer cancel()
 		_ = m.l.drv.Release(rctx, dh)

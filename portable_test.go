@@ -20,6 +20,8 @@ type faulty struct {
 	driver.Locker
 	failRenew atomic.Bool
 	hang      atomic.Bool
+	stuck     chan struct{} // when not nil, Renew blocks until it is closed, ignoring ctx
+	stale     atomic.Bool   // grants report a lease last extended two TTLs ago
 	renews    atomic.Int32
 	watches   atomic.Int32
 	maxWatch  atomic.Int32
@@ -30,11 +32,19 @@ func (f *faulty) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 		<-ctx.Done()
 		return driver.Hold{}, ctx.Err()
 	}
-	return f.Locker.TryAcquire(ctx, req)
+	h, err := f.Locker.TryAcquire(ctx, req)
+	if err == nil && f.stale.Load() {
+		h.Since = time.Now().Add(-2 * req.TTL)
+	}
+	return h, err
 }
 
 func (f *faulty) Renew(ctx context.Context, h driver.Hold) (time.Duration, error) {
 	f.renews.Add(1)
+	if f.stuck != nil {
+		<-f.stuck
+		return 0, driver.Unavailable(errors.New("injected stuck renewal"))
+	}
 	if f.failRenew.Load() {
 		return 0, driver.Unavailable(errors.New("injected renewal failure"))
 	}
@@ -115,6 +125,58 @@ func TestWatchdogDeclaresLossBeforeExpiry(t *testing.T) {
 	if n := f.renews.Load(); n < 2 {
 		t.Fatalf("%d renewal attempts; want the watchdog to retry", n)
 	}
+}
+
+// A renewal that never returns (a server that stopped answering, a driver
+// that does not watch its context) must not hold the loss back: Done still
+// closes before the validity window ends.
+func TestWatchdogLosesWhileRenewalHangs(t *testing.T) {
+	s := memory.NewStore()
+	f := &faulty{Locker: s.Driver(), stuck: make(chan struct{})}
+	l, err := dlock.NewLocker(f, dlock.WithTTL(600*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Unblock the renewal before Close waits for it.
+	t.Cleanup(func() { _ = l.Close() })
+	t.Cleanup(func() { close(f.stuck) })
+	m := lockNew(t, l, "k")
+	expires := m.Lease().Expires
+	select {
+	case <-m.Done():
+	case <-time.After(time.Until(expires) + 5*time.Second):
+		t.Fatal("Done never closed while the renewal hung")
+	}
+	if lost := time.Now(); !lost.Before(expires) {
+		t.Fatalf("Done closed %v after the validity window ended", lost.Sub(expires))
+	}
+	if f.renews.Load() == 0 {
+		t.Fatal("no renewal was attempted")
+	}
+}
+
+// A grant whose validity window is already over (its lease was last
+// extended long before the grant) is never reported acquired: the lock is
+// given back and the caller sees ErrUnavailable.
+func TestStaleGrantIsNotAcquired(t *testing.T) {
+	s := memory.NewStore()
+	f, l := newFaulty(t, s, dlock.WithTTL(time.Second))
+	f.stale.Store(true)
+	m, _ := l.NewMutex("k")
+	err := m.TryLock(context.Background())
+	if !errors.Is(err, dlock.ErrUnavailable) {
+		t.Fatalf("TryLock with a stale grant = %v; want ErrUnavailable", err)
+	}
+	if m.Token() != 0 {
+		t.Fatalf("Token = %d after a refused grant", m.Token())
+	}
+	// The grant was given back: the key is free for another Locker.
+	_, other := newFaulty(t, s, dlock.WithTTL(time.Second))
+	m2, _ := other.NewMutex("k")
+	if err := m2.TryLock(context.Background()); err != nil {
+		t.Fatalf("the stale grant was not released: %v", err)
+	}
+	_ = m2.Unlock(context.Background())
 }
 
 // A renewal failure that heals within the window costs nothing.
