@@ -45,6 +45,7 @@ func (d *drv) TryAcquire(ctx context.Context, req driver.Request) (_ driver.Hold
 			d.undo(ctx, l)
 			return driver.Hold{}, mapErr(ctx, err)
 		}
+		l.confirm(resp.Header.RaftTerm)
 		if !resp.Succeeded {
 			d.leases.put(l)
 			return driver.Hold{}, &driver.HeldError{}
@@ -120,6 +121,7 @@ func (d *drv) enqueue(ctx context.Context, req driver.Request) (*hold, incarnati
 			d.undo(ctx, l)
 			return nil, incarnation{}, mapErr(ctx, err)
 		}
+		l.confirm(resp.Header.RaftTerm)
 		if !resp.Succeeded {
 			// A lease backs one entry at a time, so this cannot happen;
 			// if it did, that entry is someone's: leave it and its lease.
@@ -297,6 +299,7 @@ func (d *drv) readQueue(ctx context.Context, h *hold, at int64) (alive bool, pre
 			return false, incarnation{}, 0, err
 		}
 		rev = resp.Header.Revision
+		h.lease.confirm(resp.Header.RaftTerm)
 	}
 	kvs := resp.Kvs
 	if len(kvs) == 0 || string(kvs[0].Key) != h.key || kvs[0].CreateRevision != h.rev {
@@ -318,7 +321,7 @@ func (d *drv) refresh(ctx context.Context, h *hold) error {
 	if time.Since(since) < ttl/2 {
 		return nil
 	}
-	err := retry(ctx, func(ctx context.Context) error { return d.leases.keepAlive(ctx, h.lease) })
+	err := retry(ctx, func(ctx context.Context) error { return d.keepAliveConfirmed(ctx, h) })
 	if leaseGone(err) {
 		return errQueuedLost
 	}
@@ -326,10 +329,11 @@ func (d *drv) refresh(ctx context.Context, h *hold) error {
 }
 
 // keepAliveDelay is how long until l should be kept alive: a third of its
-// TTL after its last extension.
+// TTL after the last keepalive (confirmed or not, so that an unconfirmed
+// one is not sent again at once).
 func keepAliveDelay(l *lease) time.Duration {
-	since, ttl := l.state()
-	return max(time.Until(since.Add(ttl/3)), 0)
+	_, ttl := l.state()
+	return max(time.Until(l.lastSent().Add(ttl/3)), 0)
 }
 
 // abandon removes a waiter's entry after its wait failed. The caller's

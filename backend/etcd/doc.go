@@ -120,6 +120,15 @@
 //     leader (1-2s) instead of waiting out etcd's 7s request timeout. The
 //     enqueue is not repeated; it fails with ErrUnavailable when its context
 //     ends, after revoking its lease in case it was applied.
+//   - A keepalive extends a hold's validity window only once a response
+//     that went through consensus (the acquire transaction, the renewal's
+//     linearizable read), asked for after it, shows the same raft term. A
+//     leader that was paused and has not yet learned it was replaced still
+//     answers keepalives, renewing the lease only in its own memory while
+//     the real leader lets it run out (etcd before 3.4.25 and 3.5.8, etcd
+//     issue 15247); without this check the fault suite saw two holders at
+//     once after a leader was paused, about one run in six. A keepalive
+//     answered in an older term is dropped and the renewal tried again.
 //   - Every call carries etcd's require-leader flag. A member cut off from
 //     its peers (a partition; clients still reach it) then refuses at once
 //     with "no leader" and applies nothing, so the acquire and lease calls

@@ -45,6 +45,9 @@ func mapErr(ctx context.Context, err error) error {
 	if leaseGone(err) {
 		return fmt.Errorf("etcd: lease expired or revoked: %w: %w", driver.ErrLockLost, err)
 	}
+	if errors.Is(err, driver.ErrLockLost) || errors.Is(err, driver.ErrUnavailable) {
+		return err // the driver's own verdict
+	}
 	switch code(err) {
 	case codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated,
 		codes.FailedPrecondition, codes.OutOfRange, codes.AlreadyExists, codes.Unimplemented:

@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -169,21 +170,36 @@ func (d *drv) Renew(ctx context.Context, dh driver.Hold) (_ time.Duration, err e
 		return 0, err
 	}
 	defer leave(&err)
-	if err := retry(ctx, func(ctx context.Context) error { return d.leases.keepAlive(ctx, h.lease) }); err != nil {
+	if err := retry(ctx, func(ctx context.Context) error { return d.keepAliveConfirmed(ctx, h) }); err != nil {
 		return 0, mapErr(ctx, err)
-	}
-	var resp *clientv3.GetResponse
-	err = retry(ctx, func(ctx context.Context) (err error) {
-		resp, err = d.cli.Get(ctx, h.key, clientv3.WithKeysOnly())
-		return err
-	})
-	if err != nil {
-		return 0, mapErr(ctx, err)
-	}
-	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev {
-		return 0, fmt.Errorf("etcd: lock entry deleted: %w", driver.ErrLockLost)
 	}
 	return h.ttl(), nil
+}
+
+// errDeposed is returned when a keepalive was answered in an older raft
+// term than the read that followed it: possibly by a leader that had
+// already been replaced, which extends nothing (see extension).
+var errDeposed = errors.New("etcd: keepalive answered by a leader that may have been deposed")
+
+// keepAliveConfirmed keeps h's lease alive once and then reads h's entry,
+// linearizably: the read shows the entry still exists and confirms the
+// keepalive (see extension). A keepalive it cannot confirm is an
+// ErrUnavailable error, to be tried again.
+func (d *drv) keepAliveConfirmed(ctx context.Context, h *hold) error {
+	if err := d.leases.keepAlive(ctx, h.lease); err != nil {
+		return err
+	}
+	resp, err := d.cli.Get(ctx, h.key, clientv3.WithKeysOnly())
+	if err != nil {
+		return err
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev {
+		return fmt.Errorf("etcd: lock entry deleted: %w", driver.ErrLockLost)
+	}
+	if !h.lease.confirm(resp.Header.RaftTerm) {
+		return driver.Unavailable(errDeposed)
+	}
+	return nil
 }
 
 // keyWatch watches one key for its deletion (puts are filtered out).

@@ -23,18 +23,7 @@ func TestIsolatedMember(t *testing.T) {
 	defer px.Close()
 	cl := faults.StartCluster(t, px, "etcd3")
 	ctx := ctxFor(t, 3*time.Minute)
-	old, err := cl.L.Leader(ctx, cl.T.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	link, err := cl.Routes.Isolate(old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := link.Cut(); err != nil {
-		t.Fatal(err)
-	}
-	defer link.Heal()
+	old, _ := cl.CutLeader(ctx, t)
 	if _, err := cl.NewLeader(ctx, old); err != nil {
 		t.Fatal(err)
 	}

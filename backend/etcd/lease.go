@@ -20,7 +20,25 @@ type lease struct {
 
 	mu    sync.Mutex
 	ttl   time.Duration // as granted by the server
-	since time.Time     // send time of the last grant or keepalive that succeeded
+	since time.Time     // send time of the grant or the last confirmed keepalive
+	pend  extension     // the last keepalive, not confirmed yet
+}
+
+// extension is a keepalive answered in raft term term.
+//
+// Any member that believes it leads answers keepalives. A leader that was
+// paused or cut off, and has not yet learned that another was elected,
+// still does: it renews the lease in its own memory while the real leader
+// lets it run out (etcd before 3.4.25 and 3.5.8, etcd issue 15247). The
+// fault suite saw this break exclusion with a paused leader. So a keepalive
+// only extends the lease once a response that went through consensus (a
+// transaction or a linearizable read), asked for after the keepalive was
+// answered, shows the same term: one term has one leader, and it still led
+// after renewing. A keepalive answered in an older term is dropped.
+type extension struct {
+	sent time.Time
+	ttl  time.Duration
+	term uint64
 }
 
 // state returns when the lease's current term began and how long it runs.
@@ -30,14 +48,47 @@ func (l *lease) state() (since time.Time, ttl time.Duration) {
 	return l.since, l.ttl
 }
 
-// extended records a successful keepalive sent at sent.
-func (l *lease) extended(sent time.Time, ttlSeconds int64) {
+// extended records a keepalive sent at sent and answered in raft term
+// term; it counts once confirm sees that term.
+func (l *lease) extended(sent time.Time, ttlSeconds int64, term uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if sent.After(l.since) {
-		l.since = sent
+	if sent.After(l.pend.sent) {
+		l.pend = extension{sent: sent, ttl: time.Duration(ttlSeconds) * time.Second, term: term}
 	}
-	l.ttl = time.Duration(ttlSeconds) * time.Second
+}
+
+// lastSent is the send time of the last keepalive, confirmed or not: when
+// the next one is due.
+func (l *lease) lastSent() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pend.sent.After(l.since) {
+		return l.pend.sent
+	}
+	return l.since
+}
+
+// confirm is given the raft term of a response that went through consensus
+// and was asked for after the last keepalive was answered. It applies that
+// keepalive if its term is the same, drops it otherwise, and reports
+// whether no keepalive was dropped.
+func (l *lease) confirm(term uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.pend
+	if p.term == 0 {
+		return true
+	}
+	l.pend = extension{}
+	if p.term != term {
+		return false
+	}
+	if p.sent.After(l.since) {
+		l.since = p.sent
+	}
+	l.ttl = p.ttl
+	return true
 }
 
 // leasePool hands out leases for new queue entries, reusing those of
@@ -126,14 +177,15 @@ func (p *leasePool) put(l *lease) {
 	}
 }
 
-// keepAlive extends l once, recording the send time.
+// keepAlive extends l once, recording the send time; the extension counts
+// once confirmed (see extension).
 func (p *leasePool) keepAlive(ctx context.Context, l *lease) error {
 	sent := time.Now()
 	r, err := p.cli.KeepAliveOnce(ctx, l.id)
 	if err != nil {
 		return err
 	}
-	l.extended(sent, r.TTL)
+	l.extended(sent, r.TTL, r.RaftTerm)
 	return nil
 }
 
