@@ -27,6 +27,17 @@ func redlockB(t *testing.T) Backend {
 	return Backend{Name: "redlock", URL: testenv.Endpoint(t, "DLOCK_REDLOCK_URL"), TTL: time.Second, Liveness: 2 * time.Second}
 }
 
+// redlockSlowB is Redlock for the slow-links scenario (round trips of about
+// 200ms): its per-instance timeout (100ms by default, at most a tenth of the
+// lease) must be longer than a round trip, or no instance ever answers in
+// time and no lock is granted. A 5s lease allows 500ms.
+func redlockSlowB(t *testing.T) Backend {
+	b := redlockB(t)
+	b.URL += "?timeout=500ms"
+	b.TTL = 5 * time.Second
+	return b
+}
+
 func etcdB(t *testing.T) Backend {
 	return Backend{Name: "etcd", URL: testenv.Endpoint(t, "DLOCK_ETCD_URL"), TTL: 2 * time.Second, Liveness: 3 * time.Second}
 }
@@ -65,6 +76,13 @@ func TestFaults(t *testing.T) {
 			b := mk(t)
 			clientPartition(t, b, "5 client partitioned past its lease", 2*(b.TTL+b.Grace))
 		})
+		t.Run("5b-slow-links/"+name, func(t *testing.T) {
+			b := mk(t)
+			if name == "redlock" {
+				b = redlockSlowB(t)
+			}
+			slowLinks(t, b)
+		})
 	}
 	t.Run("6-redis-restart", func(t *testing.T) { redisRestart(t, redisB(t)) })
 	t.Run("7a-redlock-minority-down", func(t *testing.T) { redlockMinorityDown(t, redlockB(t)) })
@@ -72,6 +90,7 @@ func TestFaults(t *testing.T) {
 	t.Run("7c-redlock-restart-empty", func(t *testing.T) { redlockRestartEmpty(t, redlockB(t)) })
 	t.Run("8-leader/etcd3", func(t *testing.T) { leaderFaults(t, etcd3B(t)) })
 	t.Run("8-leader/zookeeper3", func(t *testing.T) { leaderFaults(t, zk3B(t)) })
+	t.Run("8-leader-isolated/etcd3", func(t *testing.T) { leaderIsolated(t, etcd3B(t)) })
 	t.Run("9-zk-session-expiry", func(t *testing.T) {
 		b := zkB(t)
 		clientPartition(t, b, "9 ZooKeeper session expired (partition past the session timeout)", 3*b.TTL)

@@ -22,9 +22,26 @@ const reportNotes = `
   rejected. This assumes instances keep their counters or come back with a
   clock that moved forward; restarting a master only after the longest TTL
   (the Redlock page's delayed restart) avoids the overlap itself.
-- **8, isolated** is a SIGSTOP of the leader process: it stops answering
-  peers and clients alike. Partitioning only the peer links (peer URLs
-  advertised through proxies) is not part of this suite.
+- **5b** delays every byte on every worker's links to the servers by 100ms
+  (+-20ms) each way, with a toxiproxy latency toxic, for the whole run: no
+  hold may be taken for lost and nothing rejected. Redlock runs it with
+  timeout=500ms and a 5s lease: its per-instance timeout (100ms by default,
+  at most a tenth of the lease) must exceed the round trip, or no instance
+  answers in time and no lock is granted.
+- **8, paused (SIGSTOP)** stops the leader process: it answers neither its
+  peers nor its clients.
+- **8, isolated from its peers** (etcd3) runs a private copy of the cluster
+  whose members reach each other by name over one route per ordered pair:
+  each member runs with a hosts file of its own (bind-mounted in a mount
+  namespace of its own; the network is the host's loopback), in which
+  every other member's name leads to 127.77.<from>.<to>, where a toxiproxy
+  proxy listens. All routes to and from the leader are cut while clients
+  still reach it: the other two elect a leader and locking goes on during
+  the partition; the cut-off member refuses calls at once for want of a
+  leader (etcd's require-leader flag), and rejoins after the heal.
+  ZooKeeper cannot be cut off this way: a server that gets an election
+  connection from a lower ID connects back to the address that peer
+  announces, around any proxy, so its row keeps the paused variant.
 - **Liveness** is measured from the heal (kill, restart, resume) to the next
   acquisition, bounded by the backend's TTL, its expiry grace (Consul: 2×TTL)
   and a per-backend allowance for elections.

@@ -107,6 +107,25 @@ func StartCluster(t testing.TB, p *Proxies, base string) *Cluster {
 	return &Cluster{L: l, T: tp, Routes: routes}
 }
 
+// CutLeader cuts the current leader off from its peers, every route to and
+// from it, and returns its name and the cut link; t's cleanup heals it.
+func (c *Cluster) CutLeader(ctx context.Context, t testing.TB) (string, *Link) {
+	t.Helper()
+	leader, err := c.L.Leader(ctx, c.T.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link, err := c.Routes.Isolate(leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(link.Heal)
+	if err := link.Cut(); err != nil {
+		t.Fatal(err)
+	}
+	return leader, link
+}
+
 // NewLeader waits until a node other than old reports itself leader (an
 // isolated leader may claim it for a while: Leader returns the first
 // claimant in node order, so every node is asked in turn).

@@ -47,21 +47,14 @@ func TestPeerRoutes(t *testing.T) {
 		n, _ := cl.T.Node(node)
 		return lockOnce(ctx, "etcd://"+n.Addr())
 	}
-	old, err := cl.L.Leader(ctx, cl.T.Name)
+	leader, err := cl.L.Leader(ctx, cl.T.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lockVia(old); err != nil {
-		t.Fatalf("lock through the leader %s before the cut: %v", old, err)
+	if err := lockVia(leader); err != nil {
+		t.Fatalf("lock through the leader %s before the cut: %v", leader, err)
 	}
-	link, err := cl.Routes.Isolate(old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := link.Cut(); err != nil {
-		t.Fatal(err)
-	}
-	defer link.Heal()
+	old, link := cl.CutLeader(ctx, t)
 	nctx, ncancel := context.WithTimeout(ctx, time.Minute)
 	defer ncancel()
 	nl, err := cl.NewLeader(nctx, old)

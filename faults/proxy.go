@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/Shopify/toxiproxy/v2"
 	"github.com/Shopify/toxiproxy/v2/collectors"
@@ -79,16 +80,26 @@ func (l *Link) Cut() error {
 	return nil
 }
 
-// Heal removes the partition.
-func (l *Link) Heal() error {
+// Slow delays every byte on the link by latency, plus or minus jitter, in
+// both directions, until Heal.
+func (l *Link) Slow(latency, jitter time.Duration) error {
 	for _, px := range l.proxies {
 		for _, stream := range []string{"upstream", "downstream"} {
-			if err := px.Toxics.RemoveToxic(context.Background(), "cut-"+stream); err != nil {
+			js := fmt.Sprintf(`{"name":"slow-%s","type":"latency","stream":%q,"attributes":{"latency":%d,"jitter":%d}}`,
+				stream, stream, latency.Milliseconds(), jitter.Milliseconds())
+			if _, err := px.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// Heal removes the partition or the delay.
+func (l *Link) Heal() {
+	for _, px := range l.proxies {
+		px.Toxics.ResetToxics(context.Background())
+	}
 }
 
 // Close stops every proxy.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -102,6 +103,25 @@ func Start(t testing.TB, b Backend, o RunOptions) *Run {
 	return r
 }
 
+// HistoryDirVar names a directory where a failed run writes its whole
+// history, one JSON event per line, sorted by time.
+const HistoryDirVar = "DLOCK_FAULTS_HISTORY"
+
+func writeHistory(name string, h History) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(f)
+	for _, e := range sorted(h.Events) {
+		if err := enc.Encode(e); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
 // dumpLogs shows what the workers printed, to explain a failed run.
 func (r *Run) dumpLogs() {
 	for i, w := range r.workers {
@@ -114,6 +134,14 @@ func (r *Run) dumpLogs() {
 		}
 	}
 	h := r.Res.History(nil)
+	if dir := os.Getenv(HistoryDirVar); dir != "" {
+		name := filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_").Replace(r.t.Name())+"-"+strings.TrimPrefix(r.Key, "dlock-faults/")+".jsonl")
+		if err := writeHistory(name, h); err != nil {
+			r.t.Logf("writing the history: %v", err)
+		} else {
+			r.t.Logf("history written to %s", name)
+		}
+	}
 	from := max(0, len(h.Events)-15)
 	for _, e := range h.Events[from:] {
 		r.t.Logf("event: %+v", e)
