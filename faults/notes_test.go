@@ -29,7 +29,12 @@ const reportNotes = `
   at most a tenth of the lease) must exceed the round trip, or no instance
   answers in time and no lock is granted.
 - **8, paused (SIGSTOP)** stops the leader process: it answers neither its
-  peers nor its clients.
+  peers nor its clients. On etcd3 this cell used to fail about one run in
+  six (two holders at once, tokens out of order): once resumed, the old
+  leader answered keepalives before it learned it had been replaced,
+  renewing leases only in its own memory (etcd issue 15247, fixed in etcd
+  3.4.25 and 3.5.8; these servers run 3.4.23). The etcd backend now counts a
+  keepalive only when a consensus response confirms its raft term.
 - **8, isolated from its peers** (etcd3) runs a private copy of the cluster
   whose members reach each other by name over one route per ordered pair:
   each member runs with a hosts file of its own (bind-mounted in a mount
@@ -45,7 +50,7 @@ const reportNotes = `
 - **Liveness** is measured from the heal (kill, restart, resume) to the next
   acquisition, bounded by the backend's TTL, its expiry grace (Consul: 2×TTL)
   and a per-backend allowance for elections.
-- CI (.ci/run) runs, after make test, the subset make faults-ci: scenarios 1,
-  2, 4 and 6 on Redis and etcd, and 8 on etcd3. The harness also runs on the
-  file backend within make test. The whole matrix takes about 7 minutes.
+- CI (.ci/run) runs the whole matrix after make test. The harness also runs
+  on the file backend, and the etcd peer partition on its own, within make
+  test. The whole matrix takes about 7 minutes on 2 cores.
 `
