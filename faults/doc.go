@@ -26,11 +26,11 @@
 //
 // Network faults go through toxiproxy proxies on loopback (proxy.go): a
 // worker's links to the servers can be cut (data held, connections left
-// open, as in a partition) or slowed. Between the members of an etcd
-// cluster, Routes (peers.go) puts a proxy on every ordered pair of members
-// of a private, peer-routed copy of the cluster (topology.PeerRouted), so
-// that one member can be cut off from the others in both directions while
-// its clients still reach it.
+// open, as in a partition) or slowed. Between the members of an etcd or
+// ZooKeeper cluster, Routes (peers.go) puts a proxy on every ordered pair of
+// members of a private, peer-routed copy of the cluster
+// (topology.PeerRouted), so that one member can be cut off from the others
+// in both directions while its clients still reach it.
 //
 // Canary scenarios pause a holder past its lease with an unfenced resource
 // and must show a violation: a canary that shows nothing means the harness

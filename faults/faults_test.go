@@ -91,6 +91,7 @@ func TestFaults(t *testing.T) {
 	t.Run("8-leader/etcd3", func(t *testing.T) { leaderFaults(t, etcd3B(t)) })
 	t.Run("8-leader/zookeeper3", func(t *testing.T) { leaderFaults(t, zk3B(t)) })
 	t.Run("8-leader-isolated/etcd3", func(t *testing.T) { leaderIsolated(t, etcd3B(t)) })
+	t.Run("8-leader-isolated/zookeeper3", func(t *testing.T) { leaderIsolated(t, zk3B(t)) })
 	t.Run("9-zk-session-expiry", func(t *testing.T) {
 		b := zkB(t)
 		clientPartition(t, b, "9 ZooKeeper session expired (partition past the session timeout)", 3*b.TTL)

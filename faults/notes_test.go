@@ -35,18 +35,22 @@ const reportNotes = `
   renewing leases only in its own memory (etcd issue 15247, fixed in etcd
   3.4.25 and 3.5.8; these servers run 3.4.23). The etcd backend now counts a
   keepalive only when a consensus response confirms its raft term.
-- **8, isolated from its peers** (etcd3) runs a private copy of the cluster
-  whose members reach each other by name over one route per ordered pair:
-  each member runs with a hosts file of its own (bind-mounted in a mount
-  namespace of its own; the network is the host's loopback), in which
-  every other member's name leads to 127.77.<from>.<to>, where a toxiproxy
-  proxy listens. All routes to and from the leader are cut while clients
-  still reach it: the other two elect a leader and locking goes on during
-  the partition; the cut-off member refuses calls at once for want of a
-  leader (etcd's require-leader flag), and rejoins after the heal.
-  ZooKeeper cannot be cut off this way: a server that gets an election
-  connection from a lower ID connects back to the address that peer
-  announces, around any proxy, so its row keeps the paused variant.
+- **8, isolated from its peers** runs a private copy of the cluster whose
+  members reach each other by name over one route per ordered pair: each
+  member runs with a hosts file of its own (bind-mounted in a mount
+  namespace of its own; the network is the host's loopback), in which every
+  other member's name leads to 127.77.<from>.<to>, where a toxiproxy proxy
+  listens. All routes to and from the leader are cut while clients still
+  reach it: the other two must elect a leader and locking must go on during
+  the partition; the cut-off member rejoins after the heal. On etcd the
+  cut-off member refuses calls at once for want of a leader (etcd's
+  require-leader flag). ZooKeeper's election routes run only from a higher
+  server ID to a lower one: a server that gets an election connection from
+  a lower ID connects back to the address that peer announces, around any
+  proxy, so lower IDs are never let through to announce themselves. A
+  ZooKeeper election after the cut takes 5-15 s: followers notice the
+  leader's silence after syncLimit (5 s), and one that tries to follow the
+  cut-off leader again waits initLimit (10 s) for it.
 - **Liveness** is measured from the heal (kill, restart, resume) to the next
   acquisition, bounded by the backend's TTL, its expiry grace (Consul: 2×TTL)
   and a per-backend allowance for elections.

@@ -14,8 +14,8 @@ import (
 )
 
 // Routes are the proxies on the peer routes of a PeerRouted cluster (see
-// topology.PeerName): one for each ordered pair of nodes and each peer port
-// of the destination, so that cutting the routes of one node partitions it
+// topology.PeerName): one for each ordered pair of nodes and each port of
+// the destination it reaches (topology.RoutePorts), so that cutting the routes of one node partitions it
 // from its peers, both ways, while the others still talk.
 type Routes struct {
 	links map[[2]string]*Link // by (from, to) node name
@@ -34,7 +34,7 @@ func (p *Proxies) Route(tp topology.Topology) (*Routes, error) {
 				continue
 			}
 			link := &Link{}
-			for _, port := range tp.PeerPorts() {
+			for _, port := range tp.RoutePorts(from, to) {
 				num := strconv.Itoa(to.Port(port))
 				px, err := p.start(net.JoinHostPort(topology.RouteAddr(from, to), num), net.JoinHostPort(topology.Host, num))
 				if err != nil {
@@ -71,9 +71,9 @@ type Cluster struct {
 	Routes *Routes
 }
 
-// StartCluster starts a private copy of the named etcd cluster topology
-// (etcd3) on free ports, its peers talking through routes of p, and stops it
-// when t ends. (ZooKeeper cannot be routed: see topology.PeerDomain.)
+// StartCluster starts a private copy of the named cluster topology (etcd3
+// or zookeeper3) on free ports, its peers talking through routes of p, and
+// stops it when t ends.
 func StartCluster(t testing.TB, p *Proxies, base string) *Cluster {
 	t.Helper()
 	bt, ok := topology.Lookup(topology.All(), base)

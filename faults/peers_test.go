@@ -10,24 +10,72 @@ import (
 
 	"github.com/dlock-go/dlock"
 	_ "github.com/dlock-go/dlock/backend/etcd"
+	_ "github.com/dlock-go/dlock/backend/zookeeper"
 	"github.com/dlock-go/dlock/internal/testenv"
 )
 
 // TestPeerRoutes checks the partition the leader-isolation scenario relies
-// on, on a private peer-routed etcd cluster:
+// on, on private peer-routed clusters:
 //   - every node sees its own hosts file, so the cluster can only have
 //     formed through the route proxies;
 //   - cutting the leader's routes makes the other two elect another leader,
 //     and the cut-off node grants no lock, even to a client that reaches it;
 //   - after the heal the old leader rejoins and grants locks again.
 func TestPeerRoutes(t *testing.T) {
-	testenv.Endpoint(t, "DLOCK_ETCD3_URL") // the servers are installed
-	px := NewProxies()
-	defer px.Close()
-	cl := StartCluster(t, px, "etcd3")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	for _, c := range []struct{ base, env, scheme, query string }{
+		{"etcd3", "DLOCK_ETCD3_URL", "etcd", ""},
+		{"zookeeper3", "DLOCK_ZK3_URL", "zk", "?session_timeout=2s"},
+	} {
+		t.Run(c.base, func(t *testing.T) {
+			testenv.Endpoint(t, c.env) // the servers are installed
+			px := NewProxies()
+			defer px.Close()
+			cl := StartCluster(t, px, c.base)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			checkHostsFiles(ctx, t, cl)
+			lockVia := func(node string) error {
+				n, _ := cl.T.Node(node)
+				return lockOnce(ctx, c.scheme+"://"+n.Addr()+c.query)
+			}
+			leader, err := cl.L.Leader(ctx, cl.T.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := lockVia(leader); err != nil {
+				t.Fatalf("lock through the leader %s before the cut: %v", leader, err)
+			}
+			old, link := cl.CutLeader(ctx, t)
+			nctx, ncancel := context.WithTimeout(ctx, time.Minute)
+			defer ncancel()
+			nl, err := cl.NewLeader(nctx, old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := lockVia(nl); err != nil {
+				t.Errorf("lock through the new leader %s: %v", nl, err)
+			}
+			if err := lockVia(old); err == nil {
+				t.Errorf("the isolated node %s granted a lock", old)
+			} else if errors.Is(err, dlock.ErrInvalidURL) || errors.Is(err, dlock.ErrInvalidOption) {
+				t.Errorf("lock through the isolated node %s: %v", old, err)
+			}
+			link.Heal()
+			var last error
+			for try := 0; try < 30; try++ {
+				if last = lockVia(old); last == nil {
+					return
+				}
+				time.Sleep(time.Second)
+			}
+			t.Errorf("%s did not rejoin after the heal: %v", old, last)
+		})
+	}
+}
 
+// checkHostsFiles checks that every node of cl sees its own hosts file.
+func checkHostsFiles(ctx context.Context, t *testing.T, cl *Cluster) {
+	t.Helper()
 	st, err := cl.L.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -42,42 +90,6 @@ func TestPeerRoutes(t *testing.T) {
 			t.Errorf("%s sees /etc/hosts\n%s\nwant\n%s", s.Node, got, want)
 		}
 	}
-
-	lockVia := func(node string) error {
-		n, _ := cl.T.Node(node)
-		return lockOnce(ctx, "etcd://"+n.Addr())
-	}
-	leader, err := cl.L.Leader(ctx, cl.T.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lockVia(leader); err != nil {
-		t.Fatalf("lock through the leader %s before the cut: %v", leader, err)
-	}
-	old, link := cl.CutLeader(ctx, t)
-	nctx, ncancel := context.WithTimeout(ctx, time.Minute)
-	defer ncancel()
-	nl, err := cl.NewLeader(nctx, old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lockVia(nl); err != nil {
-		t.Errorf("lock through the new leader %s: %v", nl, err)
-	}
-	if err := lockVia(old); err == nil {
-		t.Errorf("the isolated node %s granted a lock", old)
-	} else if errors.Is(err, dlock.ErrInvalidURL) || errors.Is(err, dlock.ErrInvalidOption) {
-		t.Errorf("lock through the isolated node %s: %v", old, err)
-	}
-	link.Heal()
-	var last error
-	for try := 0; try < 30; try++ {
-		if last = lockVia(old); last == nil {
-			return
-		}
-		time.Sleep(time.Second)
-	}
-	t.Errorf("%s did not rejoin after the heal: %v", old, last)
 }
 
 // lockOnce opens a Locker on url and takes and releases one lock, failing

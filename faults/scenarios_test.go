@@ -351,10 +351,9 @@ func leaderFaults(t *testing.T, b Backend) {
 	}
 }
 
-// Scenario 8, isolated (etcd3): the leader of a private copy of the cluster,
-// whose peers talk over routes through proxies, is cut off from both other
-// members, both ways, while clients still reach it. ZooKeeper cannot be cut
-// off this way (see topology.PeerDomain); its leader is paused instead. The other two must
+// Scenario 8, isolated: the leader of a private copy of the cluster, whose
+// peers talk over routes through proxies, is cut off from both other
+// members, both ways, while clients still reach it. The other two must
 // elect a leader and locking must go on during the partition; after the
 // heal the old leader rejoins. Every check must pass, tokens monotone
 // across the election.

@@ -17,14 +17,16 @@ import (
 // would go through the same proxy. Names resolved differently in each node
 // give every pair its own route with one member list.
 //
-// Only etcd clusters can be routed. A ZooKeeper server that receives an
-// election connection from a peer with a lower ID drops it and connects
-// back to the address that peer announced, which is the address it listens
-// on: those connections bypass every route, so cutting the routes leaves
-// election traffic flowing and is no partition. (Seen on ZooKeeper 3.8:
-// direct connections between election ports survive the cut and the other
-// two keep electing the cut-off node.) A real ZooKeeper partition needs
-// packet filtering, which the fault suite does not use.
+// ZooKeeper needs one more rule. A server that receives an election
+// connection from a peer with a lower ID drops it and connects back to the
+// address that peer announces, which is the address it listens on: such a
+// connection bypasses every route, and a cut leaves election traffic
+// flowing (seen on ZooKeeper 3.8: the other two kept electing the cut-off
+// leader). So election routes exist only from a higher ID to a lower one
+// (RoutePorts): a lower-ID server's election connections to higher ones
+// are refused, it never announces itself, and every election connection is
+// the higher ID's own, made through its route. ZooKeeper keeps the
+// connection of the higher ID anyway; it only waits for it.
 
 // PeerDomain ends every peer name. .test is reserved (RFC 2606): the names
 // mean nothing outside the nodes' own hosts files, and nothing outside them
@@ -39,11 +41,18 @@ func PeerName(n Node) string { return n.Name + "." + PeerDomain }
 // all of 127.0.0.0/8 to the loopback interface, so nothing is configured.
 func RouteAddr(from, to Node) string { return fmt.Sprintf("127.77.%d.%d", from.ID, to.ID) }
 
-// PeerPorts are the port names peers of t connect to: where a route needs a
-// proxy.
-func (t Topology) PeerPorts() []string {
-	if t.Kind == Etcd {
+// RoutePorts are the port names of node to that node from reaches over its
+// route: where the route needs a proxy. A ZooKeeper election port is
+// reached only from a higher ID (see above).
+func (t Topology) RoutePorts(from, to Node) []string {
+	switch t.Kind {
+	case Etcd:
 		return []string{Peer}
+	case ZooKeeper:
+		if from.ID > to.ID {
+			return []string{Quorum, Election}
+		}
+		return []string{Quorum}
 	}
 	return nil
 }
@@ -77,8 +86,8 @@ func checkRouted(t Topology) error {
 	if !t.PeerRouted {
 		return nil
 	}
-	if !t.Cluster || t.Kind != Etcd {
-		return fmt.Errorf("topology %s: only etcd clusters can be peer-routed (see PeerDomain)", t.Name)
+	if !t.Cluster || (t.Kind != Etcd && t.Kind != ZooKeeper) {
+		return fmt.Errorf("topology %s: only etcd and ZooKeeper clusters can be peer-routed", t.Name)
 	}
 	for _, n := range t.Nodes {
 		if n.ID < 1 || n.ID > 254 {

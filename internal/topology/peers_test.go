@@ -52,6 +52,27 @@ func TestRoutedEtcd(t *testing.T) {
 	}
 }
 
+func TestRoutedZooKeeper(t *testing.T) {
+	tp := routed(t, "zookeeper3")
+	s := tp.Server(tp.Nodes[2], Options{DataDir: "/d"})
+	for _, line := range []string{"server.1=zookeeper3-1.peers.dlock.test:2888:3888", "server.3=zookeeper3-3.peers.dlock.test:2890:3890"} {
+		if !strings.Contains(s.Files["zoo.cfg"], line+"\n") {
+			t.Errorf("zoo.cfg lacks %s:\n%s", line, s.Files["zoo.cfg"])
+		}
+	}
+	if !strings.Contains(s.Hosts, "127.77.3.1 zookeeper3-1.peers.dlock.test\n") {
+		t.Errorf("hosts:\n%s", s.Hosts)
+	}
+	// Election connections only from the higher ID: no connect-back.
+	n1, n3 := tp.Nodes[0], tp.Nodes[2]
+	if got := tp.RoutePorts(n3, n1); !slices.Equal(got, []string{Quorum, Election}) {
+		t.Errorf("RoutePorts(3 -> 1) = %v", got)
+	}
+	if got := tp.RoutePorts(n1, n3); !slices.Equal(got, []string{Quorum}) {
+		t.Errorf("RoutePorts(1 -> 3) = %v", got)
+	}
+}
+
 func TestUnroutedUsesLoopback(t *testing.T) {
 	tp, _ := Lookup(All(), "etcd3")
 	s := tp.Server(tp.Nodes[0], Options{DataDir: "/d"})
@@ -61,9 +82,7 @@ func TestUnroutedUsesLoopback(t *testing.T) {
 }
 
 func TestRoutedRejected(t *testing.T) {
-	// ZooKeeper connects back to the address a peer announces, around
-	// any route; etcd needs a cluster.
-	for _, name := range []string{"redis", "redlock", "consul", "etcd", "zookeeper3"} {
+	for _, name := range []string{"redis", "redlock", "consul", "etcd", "zookeeper"} {
 		tp, _ := Lookup(All(), name)
 		tp.PeerRouted = true
 		if err := Check([]Topology{tp}); err == nil || !strings.Contains(err.Error(), "peer-routed") {

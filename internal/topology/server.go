@@ -143,7 +143,7 @@ func (t Topology) zookeeper(n Node, o Options) Server {
 	if t.Cluster {
 		lines = append(lines, "reconfigEnabled=false")
 		for _, m := range t.Nodes {
-			lines = append(lines, fmt.Sprintf("server.%d=%s:%d:%d", m.ID, Host, m.Port(Quorum), m.Port(Election)))
+			lines = append(lines, fmt.Sprintf("server.%d=%s:%d:%d", m.ID, t.peerHost(m), m.Port(Quorum), m.Port(Election)))
 		}
 	}
 	lines = append(lines, n.Args...)

@@ -92,9 +92,9 @@ type Topology struct {
 	// Image is the official docker image the compose file runs.
 	Image string
 	Nodes []Node
-	// PeerRouted makes the nodes of an etcd cluster reach each other by
-	// name through per-pair routes where a proxy can cut them (see
-	// PeerDomain, RouteAddr and Hosts). Only the native launcher runs such
+	// PeerRouted makes the nodes of an etcd or ZooKeeper cluster reach
+	// each other by name through per-pair routes where a proxy can cut
+	// them (see PeerDomain, RouteAddr, RoutePorts and Hosts). Only the native launcher runs such
 	// a topology; the standard topologies are never routed.
 	PeerRouted bool
 }
