@@ -44,10 +44,10 @@ const reportNotes = `
   reach it: the other two must elect a leader and locking must go on during
   the partition; the cut-off member rejoins after the heal. On etcd the
   cut-off member refuses calls at once for want of a leader (etcd's
-  require-leader flag). ZooKeeper's election routes run only from a higher
-  server ID to a lower one: a server that gets an election connection from
-  a lower ID connects back to the address that peer announces, around any
-  proxy, so lower IDs are never let through to announce themselves. A
+  require-leader flag). A ZooKeeper server that gets an election connection
+  from a lower ID connects back to the address that peer announces, around
+  any proxy, so election routes from a lower ID to a higher one open only
+  after the heal (for the cut-off server to rejoin). A
   ZooKeeper election after the cut takes 5-15 s: followers notice the
   leader's silence after syncLimit (5 s), and one that tries to follow the
   cut-off leader again waits initLimit (10 s) for it.

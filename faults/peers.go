@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Shopify/toxiproxy/v2"
+
 	"github.com/dlock-go/dlock/internal/launcher"
 	"github.com/dlock-go/dlock/internal/topology"
 )
@@ -19,6 +21,7 @@ import (
 // from its peers, both ways, while the others still talk.
 type Routes struct {
 	links map[[2]string]*Link // by (from, to) node name
+	late  []*toxiproxy.Proxy  // not listening until Rejoin (topology.LateRoute)
 }
 
 // Route starts the proxies on every peer route of tp. It must run before the
@@ -36,7 +39,14 @@ func (p *Proxies) Route(tp topology.Topology) (*Routes, error) {
 			link := &Link{}
 			for _, port := range tp.RoutePorts(from, to) {
 				num := strconv.Itoa(to.Port(port))
-				px, err := p.start(net.JoinHostPort(topology.RouteAddr(from, to), num), net.JoinHostPort(topology.Host, num))
+				listen, upstream := net.JoinHostPort(topology.RouteAddr(from, to), num), net.JoinHostPort(topology.Host, num)
+				if tp.LateRoute(from, to, port) {
+					px := p.create(listen, upstream)
+					r.late = append(r.late, px)
+					link.proxies = append(link.proxies, px)
+					continue
+				}
+				px, err := p.start(listen, upstream)
 				if err != nil {
 					return nil, err
 				}
@@ -46,6 +56,18 @@ func (p *Proxies) Route(tp topology.Topology) (*Routes, error) {
 		}
 	}
 	return r, nil
+}
+
+// Rejoin opens the late routes (topology.LateRoute), once a partition has
+// healed, so that a cut-off ZooKeeper server can announce itself again.
+func (r *Routes) Rejoin() error {
+	for _, px := range r.late {
+		if err := px.Start(); err != nil {
+			return err
+		}
+	}
+	r.late = nil
+	return nil
 }
 
 // Isolate returns the link made of every route to and from node: cutting
@@ -108,7 +130,9 @@ func StartCluster(t testing.TB, p *Proxies, base string) *Cluster {
 }
 
 // CutLeader cuts the current leader off from its peers, every route to and
-// from it, and returns its name and the cut link; t's cleanup heals it.
+// from it, and returns its name and the cut link; Heal (or t's cleanup)
+// ends the partition. A cluster is partitioned once (see
+// topology.LateRoute).
 func (c *Cluster) CutLeader(ctx context.Context, t testing.TB) (string, *Link) {
 	t.Helper()
 	leader, err := c.L.Leader(ctx, c.T.Name)
@@ -119,11 +143,18 @@ func (c *Cluster) CutLeader(ctx context.Context, t testing.TB) (string, *Link) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(link.Heal)
+	t.Cleanup(func() { _ = c.Heal(link) })
 	if err := link.Cut(); err != nil {
 		t.Fatal(err)
 	}
 	return leader, link
+}
+
+// Heal ends a partition made with CutLeader, and opens the late routes so
+// that the cut-off node can rejoin.
+func (c *Cluster) Heal(link *Link) error {
+	link.Heal()
+	return c.Routes.Rejoin()
 }
 
 // NewLeader waits until a node other than old reports itself leader (an

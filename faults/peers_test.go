@@ -42,6 +42,21 @@ func TestPeerRoutes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if top := cl.T.Nodes[len(cl.T.Nodes)-1].Name; c.base == "zookeeper3" && leader == top {
+				// A cut-off ZooKeeper server with a lower ID than the new
+				// leader rejoins only through a late route: make sure the
+				// leader is not the highest ID, by restarting it.
+				if err := cl.L.Kill(ctx, top); err != nil {
+					t.Fatal(err)
+				}
+				if leader, err = cl.NewLeader(ctx, top); err != nil {
+					t.Fatal(err)
+				}
+				if err := cl.L.Start(ctx, top); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Logf("leader before the cut: %s", leader)
 			if err := lockVia(leader); err != nil {
 				t.Fatalf("lock through the leader %s before the cut: %v", leader, err)
 			}
@@ -60,7 +75,9 @@ func TestPeerRoutes(t *testing.T) {
 			} else if errors.Is(err, dlock.ErrInvalidURL) || errors.Is(err, dlock.ErrInvalidOption) {
 				t.Errorf("lock through the isolated node %s: %v", old, err)
 			}
-			link.Heal()
+			if err := cl.Heal(link); err != nil {
+				t.Fatal(err)
+			}
 			var last error
 			for try := 0; try < 30; try++ {
 				if last = lockVia(old); last == nil {

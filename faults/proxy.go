@@ -57,13 +57,19 @@ func (p *Proxies) Rewrite(rawURL string) (string, *Link, error) {
 
 // start runs one proxy from listen to upstream.
 func (p *Proxies) start(listen, upstream string) (*toxiproxy.Proxy, error) {
-	p.n++
-	px := toxiproxy.NewProxy(p.srv, fmt.Sprintf("p%d", p.n), listen, upstream)
+	px := p.create(listen, upstream)
 	if err := px.Start(); err != nil {
 		return nil, fmt.Errorf("proxy %s -> %s: %w", listen, upstream, err)
 	}
-	p.all = append(p.all, px)
 	return px, nil
+}
+
+// create makes a proxy from listen to upstream that does not listen yet.
+func (p *Proxies) create(listen, upstream string) *toxiproxy.Proxy {
+	p.n++
+	px := toxiproxy.NewProxy(p.srv, fmt.Sprintf("p%d", p.n), listen, upstream)
+	p.all = append(p.all, px)
+	return px
 }
 
 // Cut blackholes the link both ways: connections stay open and data is

@@ -382,7 +382,9 @@ func leaderIsolated(t *testing.T, b Backend) {
 	during := countWrites(5)
 	r.WaitFor(time.Minute, "5 writes while the old leader is cut off", func(e Event) bool { return e.Mono > elected && during(e) })
 	t.Logf("5 writes during the partition after %v", time.Since(cutAt).Round(time.Millisecond))
-	link.Heal()
+	if err := cl.Heal(link); err != nil {
+		t.Fatal(err)
+	}
 	r.Healed()
 	heal := Mono()
 	after := countWrites(10)

@@ -22,11 +22,15 @@ import (
 // address that peer announces, which is the address it listens on: such a
 // connection bypasses every route, and a cut leaves election traffic
 // flowing (seen on ZooKeeper 3.8: the other two kept electing the cut-off
-// leader). So election routes exist only from a higher ID to a lower one
-// (RoutePorts): a lower-ID server's election connections to higher ones
-// are refused, it never announces itself, and every election connection is
-// the higher ID's own, made through its route. ZooKeeper keeps the
-// connection of the higher ID anyway; it only waits for it.
+// leader). So the election routes from a lower ID to a higher one are late
+// routes (LateRoute): closed, so that connections are refused, until a
+// partition has healed. Until then a lower-ID server never announces
+// itself, and every election connection is the higher ID's own, made
+// through its route (the one ZooKeeper keeps anyway). After the heal they
+// open, because a cut-off server with a lower ID than the new leader can
+// only rejoin by announcing itself: the leader never calls a follower
+// first. Connections made then may bypass the routes, so a cluster can be
+// partitioned once.
 
 // PeerDomain ends every peer name. .test is reserved (RFC 2606): the names
 // mean nothing outside the nodes' own hosts files, and nothing outside them
@@ -42,19 +46,22 @@ func PeerName(n Node) string { return n.Name + "." + PeerDomain }
 func RouteAddr(from, to Node) string { return fmt.Sprintf("127.77.%d.%d", from.ID, to.ID) }
 
 // RoutePorts are the port names of node to that node from reaches over its
-// route: where the route needs a proxy. A ZooKeeper election port is
-// reached only from a higher ID (see above).
+// route: where the route needs a proxy.
 func (t Topology) RoutePorts(from, to Node) []string {
 	switch t.Kind {
 	case Etcd:
 		return []string{Peer}
 	case ZooKeeper:
-		if from.ID > to.ID {
-			return []string{Quorum, Election}
-		}
-		return []string{Quorum}
+		return []string{Quorum, Election}
 	}
 	return nil
+}
+
+// LateRoute reports whether the route from from to port of to stays closed
+// until a partition has healed: a ZooKeeper election port, from a lower ID
+// to a higher one (see above).
+func (t Topology) LateRoute(from, to Node, port string) bool {
+	return t.Kind == ZooKeeper && port == Election && from.ID < to.ID
 }
 
 // Hosts is the hosts file node n of a PeerRouted topology runs with: its own

@@ -63,13 +63,14 @@ func TestRoutedZooKeeper(t *testing.T) {
 	if !strings.Contains(s.Hosts, "127.77.3.1 zookeeper3-1.peers.dlock.test\n") {
 		t.Errorf("hosts:\n%s", s.Hosts)
 	}
-	// Election connections only from the higher ID: no connect-back.
+	// Election connections only from the higher ID until a heal: no
+	// connect-back around the routes.
 	n1, n3 := tp.Nodes[0], tp.Nodes[2]
-	if got := tp.RoutePorts(n3, n1); !slices.Equal(got, []string{Quorum, Election}) {
-		t.Errorf("RoutePorts(3 -> 1) = %v", got)
-	}
-	if got := tp.RoutePorts(n1, n3); !slices.Equal(got, []string{Quorum}) {
+	if got := tp.RoutePorts(n1, n3); !slices.Equal(got, []string{Quorum, Election}) {
 		t.Errorf("RoutePorts(1 -> 3) = %v", got)
+	}
+	if !tp.LateRoute(n1, n3, Election) || tp.LateRoute(n3, n1, Election) || tp.LateRoute(n1, n3, Quorum) {
+		t.Error("LateRoute: want only the election route from the lower ID")
 	}
 }
 
