@@ -54,7 +54,8 @@ const reportNotes = `
 - **Liveness** is measured from the heal (kill, restart, resume) to the next
   acquisition, bounded by the backend's TTL, its expiry grace (Consul: 2×TTL)
   and a per-backend allowance for elections.
-- CI (.ci/run) runs the whole matrix after make test. The harness also runs
-  on the file backend, and the etcd peer partition on its own, within make
-  test. The whole matrix takes about 7 minutes on 2 cores.
+- CI (.ci/run) runs the whole matrix after make test. Within make test the
+  harness also runs on the file backend, and the peer partition of etcd3
+  and zookeeper3 on its own (TestPeerRoutes). The whole matrix takes about
+  8 minutes on 2 cores.
 `
