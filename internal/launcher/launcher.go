@@ -10,6 +10,10 @@
 //	.dlock/log/<node>.log    the node's stdout and stderr
 //	.dlock/endpoints.env     DLOCK_*_URL variables of the topologies that are up
 //
+// A node of a peer-routed topology (topology.PeerRouted) also has a hosts
+// file in its data directory, which it sees as /etc/hosts: it runs under
+// unshare(1) in a mount namespace of its own (see withHosts).
+//
 // A process is only ever signalled after checking that its PID still has the
 // recorded start time (/proc/PID/stat), so a recycled PID is never hit, and
 // only processes the launcher started are touched. Operations on one state
