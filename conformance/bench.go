@@ -3,7 +3,6 @@ package conformance
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -74,40 +73,12 @@ func (s *suite) benchParallelKeys(b *testing.B) {
 
 func (s *suite) benchContended(b *testing.B) {
 	const goroutines = 8
-	ctx := context.Background()
 	ls := []dlock.Locker{s.benchLocker(b), s.benchLocker(b)}
 	key := s.key(b, "k")
-	var (
-		remaining atomic.Int64
-		handoffs  Handoffs
-		wg        sync.WaitGroup
-	)
-	remaining.Store(int64(b.N))
-	b.ResetTimer()
-	start := time.Now()
-	for g := 0; g < goroutines; g++ {
+	cs := make([]Contender, goroutines)
+	for g := range cs {
 		m := mustMutex(b, ls[g%len(ls)], key)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for remaining.Add(-1) >= 0 {
-				if err := m.Lock(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-				handoffs.Acquired()
-				time.Sleep(time.Millisecond)
-				handoffs.Releasing()
-				if err := m.Unlock(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
+		cs[g] = Contender{Lock: m.Lock, Unlock: m.Unlock}
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
-	handoffs.Report(b)
+	Contend(b, time.Millisecond, cs)
 }

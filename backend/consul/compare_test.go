@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"math"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,40 +142,14 @@ func benchUncontended(b *testing.B, c contender) {
 // to unlock to the next holder's lock returning) and fairness: the most and
 // fewest acquisitions any contender got, and their ratio.
 func benchContended(b *testing.B, cs []contender) {
-	var (
-		remaining atomic.Int64
-		handoffs  conformance.Handoffs
-		wg        sync.WaitGroup
-		counts    = make([]int, len(cs))
-	)
-	remaining.Store(int64(b.N))
-	b.ResetTimer()
-	start := time.Now()
+	ccs := make([]conformance.Contender, len(cs))
 	for i, c := range cs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for remaining.Add(-1) >= 0 {
-				if err := c.lock(); err != nil {
-					b.Error(err)
-					return
-				}
-				handoffs.Acquired()
-				counts[i]++
-				time.Sleep(time.Millisecond)
-				handoffs.Releasing()
-				if err := c.unlock(); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
+		ccs[i] = conformance.Contender{
+			Lock:   func(context.Context) error { return c.lock() },
+			Unlock: func(context.Context) error { return c.unlock() },
+		}
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
-	handoffs.Report(b)
+	counts := conformance.Contend(b, time.Millisecond, ccs)
 	lo, hi := counts[0], counts[0]
 	for _, n := range counts {
 		lo, hi = min(lo, n), max(hi, n)

@@ -3,8 +3,6 @@ package etcd_test
 import (
 	"context"
 	"sort"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,49 +114,9 @@ func benchInterleaved(b *testing.B, fns [2][2]func(context.Context) error) {
 // benchContended runs b.N acquisitions over 8 goroutines; mutex(g) returns
 // goroutine g's lock and unlock.
 func benchContended(b *testing.B, mutex func(g int) (lock, unlock func(context.Context) error)) {
-	const goroutines = 8
-	ctx := context.Background()
-	var (
-		remaining atomic.Int64
-		handoffs  conformance.Handoffs
-		inside    atomic.Int32
-		wg        sync.WaitGroup
-	)
-	remaining.Store(int64(b.N))
-	fns := make([][2]func(context.Context) error, goroutines)
-	for g := range fns {
-		lock, unlock := mutex(g)
-		fns[g] = [2]func(context.Context) error{lock, unlock}
+	cs := make([]conformance.Contender, 8)
+	for g := range cs {
+		cs[g].Lock, cs[g].Unlock = mutex(g)
 	}
-	b.ResetTimer()
-	start := time.Now()
-	for g := 0; g < goroutines; g++ {
-		lock, unlock := fns[g][0], fns[g][1]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for remaining.Add(-1) >= 0 {
-				if err := lock(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-				if inside.Add(1) != 1 {
-					b.Error("two holders at once")
-				}
-				handoffs.Acquired()
-				time.Sleep(time.Millisecond)
-				inside.Add(-1)
-				handoffs.Releasing()
-				if err := unlock(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
-	handoffs.Report(b)
+	conformance.Contend(b, time.Millisecond, cs)
 }

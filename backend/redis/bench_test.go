@@ -6,8 +6,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,35 +155,12 @@ func benchContended(b *testing.B, raw string, stats *goredis.Client, waiters, lo
 		}
 		ms[i] = m
 	}
-	var (
-		remaining atomic.Int64
-		handoffs  conformance.Handoffs
-		wg        sync.WaitGroup
-	)
-	remaining.Store(int64(b.N))
 	before := commandStats(b, stats)
-	b.ResetTimer()
-	for _, m := range ms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for remaining.Add(-1) >= 0 {
-				if err := m.Lock(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-				handoffs.Acquired()
-				time.Sleep(time.Millisecond)
-				handoffs.Releasing()
-				if err := m.Unlock(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
+	cs := make([]conformance.Contender, len(ms))
+	for i, m := range ms {
+		cs[i] = conformance.Contender{Lock: m.Lock, Unlock: m.Unlock}
 	}
-	wg.Wait()
-	b.StopTimer()
+	conformance.Contend(b, time.Millisecond, cs)
 	after := commandStats(b, stats)
 	n := float64(b.N)
 	var all, evals, subs int64
@@ -204,7 +179,6 @@ func benchContended(b *testing.B, raw string, stats *goredis.Client, waiters, lo
 	b.ReportMetric(float64(all)/n, "cmds/acq")
 	b.ReportMetric(float64(evals)/n, "evals/acq")
 	b.ReportMetric(float64(subs)/n, "subs/acq")
-	handoffs.Report(b)
 }
 
 // commandStats reads the calls of every command from INFO commandstats.

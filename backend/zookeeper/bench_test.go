@@ -3,8 +3,6 @@ package zookeeper
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,41 +122,13 @@ func BenchmarkVsZkLock(b *testing.B) {
 }
 
 func benchContended(b *testing.B, handle func(int) benchLock) {
-	const goroutines = 8
-	var (
-		remaining atomic.Int64
-		handoffs  conformance.Handoffs
-		wg        sync.WaitGroup
-	)
-	remaining.Store(int64(b.N))
-	hs := make([]benchLock, goroutines)
-	for g := range hs {
-		hs[g] = handle(g)
+	cs := make([]conformance.Contender, 8)
+	for g := range cs {
+		h := handle(g)
+		cs[g] = conformance.Contender{
+			Lock:   func(context.Context) error { return h.Lock() },
+			Unlock: func(context.Context) error { return h.Unlock() },
+		}
 	}
-	b.ResetTimer()
-	start := time.Now()
-	for _, h := range hs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for remaining.Add(-1) >= 0 {
-				if err := h.Lock(); err != nil {
-					b.Error(err)
-					return
-				}
-				handoffs.Acquired()
-				time.Sleep(time.Millisecond)
-				handoffs.Releasing()
-				if err := h.Unlock(); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
-	handoffs.Report(b)
+	conformance.Contend(b, time.Millisecond, cs)
 }
