@@ -95,8 +95,9 @@ type Cluster struct {
 
 // StartCluster starts a private copy of the named cluster topology (etcd3
 // or zookeeper3) on free ports, its peers talking through routes of p, and
-// stops it when t ends.
-func StartCluster(t testing.TB, p *Proxies, base string) *Cluster {
+// stops it when t ends. Each setup function sees the launcher before the
+// cluster starts.
+func StartCluster(t testing.TB, p *Proxies, base string, setup ...func(*launcher.Launcher)) *Cluster {
 	t.Helper()
 	bt, ok := topology.Lookup(topology.All(), base)
 	if !ok {
@@ -116,6 +117,9 @@ func StartCluster(t testing.TB, p *Proxies, base string) *Cluster {
 		t.Fatal(err)
 	}
 	l.ReadyTimeout = 2 * time.Minute
+	for _, f := range setup {
+		f(l)
+	}
 	t.Cleanup(func() {
 		if err := l.Down(context.Background()); err != nil {
 			t.Errorf("stopping %s: %v", tp.Name, err)

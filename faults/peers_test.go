@@ -5,14 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/dlock-go/dlock"
 	_ "github.com/dlock-go/dlock/backend/etcd"
 	_ "github.com/dlock-go/dlock/backend/zookeeper"
+	"github.com/dlock-go/dlock/internal/launcher"
 	"github.com/dlock-go/dlock/internal/testenv"
 )
+
+// routedClusters are the clusters that run peer-routed: the topology each
+// copies, its endpoint variable (set when its servers are installed), and
+// how to reach one node of it.
+var routedClusters = []struct{ base, env, scheme, query string }{
+	{"etcd3", "DLOCK_ETCD3_URL", "etcd", ""},
+	{"zookeeper3", "DLOCK_ZK3_URL", "zk", "?session_timeout=2s"},
+}
 
 // TestPeerRoutes checks the partition the leader-isolation scenario relies
 // on, on private peer-routed clusters:
@@ -22,10 +33,7 @@ import (
 //     and the cut-off node grants no lock, even to a client that reaches it;
 //   - after the heal the old leader rejoins and grants locks again.
 func TestPeerRoutes(t *testing.T) {
-	for _, c := range []struct{ base, env, scheme, query string }{
-		{"etcd3", "DLOCK_ETCD3_URL", "etcd", ""},
-		{"zookeeper3", "DLOCK_ZK3_URL", "zk", "?session_timeout=2s"},
-	} {
+	for _, c := range routedClusters {
 		t.Run(c.base, func(t *testing.T) {
 			testenv.Endpoint(t, c.env) // the servers are installed
 			px := NewProxies()
@@ -89,6 +97,53 @@ func TestPeerRoutes(t *testing.T) {
 		})
 	}
 }
+
+// TestPeerRoutesSlowFirstNode starts peer-routed clusters whose first node
+// is paused for a while as soon as it is spawned, as a JVM on a loaded
+// machine may be slow to come up. The cluster must still form with every
+// node serving: a ZooKeeper server with a lower ID cannot announce itself
+// over the routes (topology.LateRoute), so if the others elected a leader
+// before it listened, nobody would ever call it (topology.StartGate).
+func TestPeerRoutesSlowFirstNode(t *testing.T) {
+	for _, c := range routedClusters {
+		t.Run(c.base, func(t *testing.T) {
+			testenv.Endpoint(t, c.env) // the servers are installed
+			px := NewProxies()
+			defer px.Close()
+			var resumed sync.WaitGroup
+			defer resumed.Wait()
+			cl := StartCluster(t, px, c.base, func(l *launcher.Launcher) {
+				first := ""
+				l.Started = func(node string, pid int) {
+					if first != "" {
+						return
+					}
+					first = node
+					if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+						t.Errorf("pausing %s: %v", node, err)
+						return
+					}
+					resumed.Add(1)
+					time.AfterFunc(slowStart, func() {
+						defer resumed.Done()
+						_ = syscall.Kill(pid, syscall.SIGCONT)
+					})
+				}
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			for _, n := range cl.T.Nodes {
+				if err := lockOnce(ctx, c.scheme+"://"+n.Addr()+c.query); err != nil {
+					t.Errorf("lock through %s: %v", n.Name, err)
+				}
+			}
+		})
+	}
+}
+
+// slowStart is how long TestPeerRoutesSlowFirstNode holds its first node:
+// longer than the other two take to elect a leader between themselves.
+const slowStart = 8 * time.Second
 
 // checkHostsFiles checks that every node of cl sees its own hosts file.
 func checkHostsFiles(ctx context.Context, t *testing.T, cl *Cluster) {

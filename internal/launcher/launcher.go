@@ -68,6 +68,10 @@ type Launcher struct {
 	// ReadyTimeout bounds the wait for one node to become ready; zero
 	// means two minutes (a JVM on a busy two-core machine is slow).
 	ReadyTimeout time.Duration
+	// Started, if set, is called with each node's name and PID as soon as
+	// its process is spawned, before the launcher waits for it. Fault tests
+	// use it to slow a node down as a loaded machine would.
+	Started func(node string, pid int)
 }
 
 // New returns a launcher for ts with its state in dir.
@@ -382,9 +386,14 @@ func (l *Launcher) Up(ctx context.Context, topologies []string, opts ...Option) 
 		go func() {
 			defer wg.Done()
 			began := time.Now()
-			for _, n := range toStart[i] {
+			for j, n := range toStart[i] {
 				if errs[i] = l.start(ctx, t, n, o); errs[i] != nil {
 					return
+				}
+				if port, ok := t.StartGate(n); ok && j < len(toStart[i])-1 {
+					if errs[i] = l.waitListening(ctx, n, port); errs[i] != nil {
+						return
+					}
 				}
 			}
 			if errs[i] = l.bringUp(ctx, t); errs[i] == nil && len(toStart[i]) > 0 {
@@ -484,10 +493,16 @@ func (l *Launcher) start(ctx context.Context, t topology.Topology, n topology.No
 	if err != nil {
 		return fmt.Errorf("%s: %w", n.Name, err)
 	}
-	return l.writeRecord(&record{
+	if err := l.writeRecord(&record{
 		Node: n.Name, Topology: t.Name, Kind: t.Kind,
 		PID: pid, Start: start, Argv: append([]string{path}, args...), AOF: aof,
-	})
+	}); err != nil {
+		return err
+	}
+	if l.Started != nil {
+		l.Started(n.Name, pid)
+	}
+	return nil
 }
 
 // Down ends every node recorded in the state directory (whatever started

@@ -1,9 +1,15 @@
 package launcher
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/dlock-go/dlock/internal/topology"
 )
 
 // hostsFileName is where a peer-routed node's hosts file is written, in its
@@ -29,4 +35,28 @@ func withHosts(path string, args []string, hostsFile string) (string, []string, 
 	}
 	u = append(u, "/bin/sh", "-c", `mount --bind "$0" /etc/hosts && exec "$@"`, hostsFile, path)
 	return unshare, append(u, args...), nil
+}
+
+// waitListening waits until port of node n accepts connections, failing
+// early, with the end of its log, if its process exits (see
+// topology.StartGate).
+func (l *Launcher) waitListening(ctx context.Context, n topology.Node, port string) error {
+	ctx, cancel := context.WithTimeout(ctx, l.readyTimeout())
+	defer cancel()
+	addr := net.JoinHostPort(topology.Host, strconv.Itoa(n.Port(port)))
+	for {
+		r := l.recordOf(n.Name)
+		if r == nil || r.state() == procGone {
+			return fmt.Errorf("%s exited while starting%s", n.Name, l.logTail(n.Name))
+		}
+		conn, err := dial(ctx, addr)
+		if err == nil {
+			return conn.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not listening on %s after %v: %v%s", n.Name, addr, l.readyTimeout(), err, l.logTail(n.Name))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -64,6 +64,16 @@ func (t Topology) LateRoute(from, to Node, port string) bool {
 	return t.Kind == ZooKeeper && port == Election && from.ID < to.ID
 }
 
+// StartGate reports the port of node n that must accept connections before
+// the next node of t starts, if the nodes of t must start in that order: a
+// peer-routed ZooKeeper server's election port (see above).
+func (t Topology) StartGate(n Node) (port string, ok bool) {
+	if t.PeerRouted && t.Kind == ZooKeeper {
+		return Election, true
+	}
+	return "", false
+}
+
 // Hosts is the hosts file node n of a PeerRouted topology runs with: its own
 // name is 127.0.0.1, where it listens; every other node's name is the route
 // from n to it.

@@ -72,6 +72,22 @@ func TestRoutedZooKeeper(t *testing.T) {
 	if !tp.LateRoute(n1, n3, Election) || tp.LateRoute(n3, n1, Election) || tp.LateRoute(n1, n3, Quorum) {
 		t.Error("LateRoute: want only the election route from the lower ID")
 	}
+	// Each server must listen for elections before the next one starts.
+	if port, ok := tp.StartGate(n1); !ok || port != Election {
+		t.Errorf("StartGate = %q, %v; want the election port", port, ok)
+	}
+}
+
+func TestStartGateOnlyRoutedZooKeeper(t *testing.T) {
+	for _, name := range []string{"etcd3", "zookeeper3"} {
+		tp, _ := Lookup(All(), name)
+		if _, ok := tp.StartGate(tp.Nodes[0]); ok {
+			t.Errorf("unrouted %s: nodes wait for each other to start", name)
+		}
+	}
+	if _, ok := routed(t, "etcd3").StartGate(routed(t, "etcd3").Nodes[0]); ok {
+		t.Error("routed etcd3: nodes wait for each other to start")
+	}
 }
 
 func TestUnroutedUsesLoopback(t *testing.T) {
