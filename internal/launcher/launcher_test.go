@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -371,6 +372,32 @@ func TestDefaultMatchesEndpoints(t *testing.T) {
 		}
 		if err := ping(addr, 2*time.Second); err != nil {
 			t.Errorf("%s: %v", n, err)
+		}
+	}
+}
+
+// TestLogTailDropsStackFrames checks that a failure's log tail shows a
+// JVM's messages rather than the frames of its repeated stack traces.
+func TestLogTailDropsStackFrames(t *testing.T) {
+	l := &Launcher{Dir: t.TempDir()}
+	var log strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&log, "WARN message %d\njava.net.ConnectException: Connection refused\n", i)
+		log.WriteString("\tat java.base/sun.nio.ch.Net.pollConnect(Native Method)\n\tat java.base/java.lang.Thread.run(Thread.java:840)\n\t... 3 more\n")
+	}
+	if err := os.MkdirAll(filepath.Dir(l.logPath("n1")), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(l.logPath("n1"), []byte(log.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tail := l.logTail("n1")
+	if strings.Contains(tail, "\tat ") || strings.Contains(tail, "... 3 more") {
+		t.Errorf("tail holds stack frames:%s", tail)
+	}
+	for _, want := range []string{"WARN message 19\n", "WARN message 13\n", "Connection refused"} {
+		if !strings.Contains(tail, want) {
+			t.Errorf("tail lacks %q:%s", want, tail)
 		}
 	}
 }

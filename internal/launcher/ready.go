@@ -400,9 +400,22 @@ func (l *Launcher) logTail(node string) string {
 	if err != nil || len(b) == 0 {
 		return ""
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	var lines []string
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if !stackFrame(line) {
+			lines = append(lines, line)
+		}
+	}
 	if len(lines) > 15 {
 		lines = lines[len(lines)-15:]
 	}
 	return fmt.Sprintf("\n--- last lines of %s:\n%s", l.logPath(node), strings.Join(lines, "\n"))
+}
+
+// stackFrame reports whether line is a frame of a Java stack trace
+// ("\tat ..." or "\t... 3 more"): a JVM's repeated warnings would
+// otherwise fill the log tail with frames and hide its messages.
+func stackFrame(line string) bool {
+	t := strings.TrimLeft(line, " \t")
+	return len(t) < len(line) && (strings.HasPrefix(t, "at ") || strings.HasPrefix(t, "... "))
 }
