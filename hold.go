@@ -162,8 +162,8 @@ func (h *hold) start() {
 // A renewal in flight never holds the loss back: its context ends at lossAt
 // (see renew), and the timer is set for lossAt while it runs, so that a
 // renewal stuck in a driver that does not heed its context still cannot
-// keep Done open past the validity window. A renewal that returns after that does not revive
-// the hold (see renew).
+// keep Done open past the validity window. A renewal that returns after
+// that does not revive the hold (see renew).
 func (h *hold) tick() {
 	h.mu.Lock()
 	if h.isEnded {

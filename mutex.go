@@ -231,11 +231,12 @@ func (m *mutex) held(ctx context.Context, gt *gate, dh driver.Hold, sent time.Ti
 		sent = dh.Since
 	}
 	h := newHold(m, gt, dh, sent)
-	err := m.l.track(h)
-	if err == nil && !time.Now().Before(h.lossAt()) {
-		m.l.untrack(h)
+	var err error
+	if !time.Now().Before(h.lossAt()) {
 		err = fmt.Errorf("%w: the lock was granted after its validity window had ended (lease last extended %v ago, TTL %v)",
 			ErrUnavailable, time.Since(sent).Round(time.Millisecond), h.lease.TTL)
+	} else {
+		err = m.l.track(h)
 	}
 	if err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeReleaseTimeout)

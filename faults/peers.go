@@ -17,8 +17,9 @@ import (
 
 // Routes are the proxies on the peer routes of a PeerRouted cluster (see
 // topology.PeerName): one for each ordered pair of nodes and each port of
-// the destination it reaches (topology.RoutePorts), so that cutting the routes of one node partitions it
-// from its peers, both ways, while the others still talk.
+// the destination it reaches (topology.RoutePorts), so that cutting the
+// routes of one node partitions it from its peers, both ways, while the
+// others still talk.
 type Routes struct {
 	links map[[2]string]*Link // by (from, to) node name
 	late  []*toxiproxy.Proxy  // not listening until Rejoin (topology.LateRoute)

@@ -42,7 +42,7 @@ type predWatches struct {
 	idle map[string]*predWatch
 }
 
-// get returns a watch on key: an idle one, or a new one once etcd has
+// predWatch returns a watch on key: an idle one, or a new one once etcd has
 // confirmed it.
 func (d *drv) predWatch(ctx context.Context, key string) (*predWatch, error) {
 	p := &d.preds
@@ -67,7 +67,7 @@ func (d *drv) predWatch(ctx context.Context, key string) (*predWatch, error) {
 	return w, nil
 }
 
-// release hands back a watch after a wait: kept for predIdle if it still
+// releasePredWatch hands back a watch after a wait: kept for predIdle if it still
 // works, cancelled if broken.
 func (d *drv) releasePredWatch(w *predWatch, broken bool) {
 	if broken {

@@ -24,6 +24,13 @@ const probeTimeout = 2 * time.Second
 // waitReady polls node n until it serves clients, failing early, with the
 // end of its log, if its process exits.
 func (l *Launcher) waitReady(ctx context.Context, t topology.Topology, n topology.Node) error {
+	return l.await(ctx, n, "ready", func(ctx context.Context) error { return probe(ctx, t, n) })
+}
+
+// await polls check until it succeeds, for at most the ready timeout,
+// failing early, with the end of node n's log, if its process exits; what
+// names the state awaited in the error.
+func (l *Launcher) await(ctx context.Context, n topology.Node, what string, check func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, l.readyTimeout())
 	defer cancel()
 	var last error
@@ -32,12 +39,12 @@ func (l *Launcher) waitReady(ctx context.Context, t topology.Topology, n topolog
 		if r == nil || r.state() == procGone {
 			return fmt.Errorf("%s exited while starting%s", n.Name, l.logTail(n.Name))
 		}
-		if last = probe(ctx, t, n); last == nil {
+		if last = check(ctx); last == nil {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s not ready after %v: %v%s", n.Name, l.readyTimeout(), last, l.logTail(n.Name))
+			return fmt.Errorf("%s not %s after %v: %v%s", n.Name, what, l.readyTimeout(), last, l.logTail(n.Name))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

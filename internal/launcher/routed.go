@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"time"
 
 	"github.com/dlock-go/dlock/internal/topology"
 )
@@ -37,26 +36,15 @@ func withHosts(path string, args []string, hostsFile string) (string, []string, 
 	return unshare, append(u, args...), nil
 }
 
-// waitListening waits until port of node n accepts connections, failing
-// early, with the end of its log, if its process exits (see
+// waitListening waits until port of node n accepts connections (see
 // topology.StartGate).
 func (l *Launcher) waitListening(ctx context.Context, n topology.Node, port string) error {
-	ctx, cancel := context.WithTimeout(ctx, l.readyTimeout())
-	defer cancel()
 	addr := net.JoinHostPort(topology.Host, strconv.Itoa(n.Port(port)))
-	for {
-		r := l.recordOf(n.Name)
-		if r == nil || r.state() == procGone {
-			return fmt.Errorf("%s exited while starting%s", n.Name, l.logTail(n.Name))
-		}
+	return l.await(ctx, n, "listening on "+addr, func(ctx context.Context) error {
 		conn, err := dial(ctx, addr)
-		if err == nil {
-			return conn.Close()
+		if err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not listening on %s after %v: %v%s", n.Name, addr, l.readyTimeout(), err, l.logTail(n.Name))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return conn.Close()
+	})
 }

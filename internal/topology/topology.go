@@ -94,8 +94,9 @@ type Topology struct {
 	Nodes []Node
 	// PeerRouted makes the nodes of an etcd or ZooKeeper cluster reach
 	// each other by name through per-pair routes where a proxy can cut
-	// them (see PeerDomain, RouteAddr, RoutePorts, LateRoute and Hosts). Only the native launcher runs such
-	// a topology; the standard topologies are never routed.
+	// them (see PeerDomain, RouteAddr, RoutePorts, LateRoute, StartGate
+	// and Hosts). Only the native launcher runs such a topology; the
+	// standard topologies are never routed.
 	PeerRouted bool
 }
 
