@@ -4,6 +4,11 @@
 
 GO          ?= go
 DLOCKENV    := bin/dlockenv
+# Every package of every module of the workspace (go.work): with a go.work,
+# ./... at the root would stop at the nested modules.
+PKGS        := github.com/dlock-go/dlock/...
+# The modules, each with its own go.mod (see CONTRIBUTING.md, Modules).
+MODULES     := . backend/consul backend/etcd backend/zookeeper tools
 GOTEST      := $(GO) test -race -count=1 -timeout 30m
 # Staticcheck 2026.2.2; needs Go 1.26 to build and understands Go 1.26 code.
 STATICCHECK_VERSION := v0.8.2
@@ -12,7 +17,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 # `make up TOPOLOGIES="redis etcd3"` starts only those.
 TOPOLOGIES ?=
 
-.PHONY: all deps dlockenv up down status env test bench faults faults-ci lint compose \
+.PHONY: all deps dlockenv up down status env test bench faults faults-ci lint tidy tidy-check compose \
 	start stop kill pause resume
 
 all: lint test
@@ -21,7 +26,7 @@ deps:
 	scripts/install-deps.sh
 
 dlockenv:
-	$(GO) build -o $(DLOCKENV) ./cmd/dlockenv
+	$(GO) build -o $(DLOCKENV) ./tools/cmd/dlockenv
 
 up: deps dlockenv
 	$(DLOCKENV) up $(TOPOLOGIES)
@@ -45,16 +50,16 @@ start stop kill pause resume: dlockenv
 # only without -race and run in a second pass.
 ZK_RECONNECT_TESTS := TestLeaderKill|TestSessionKilledFromOutside|TestPartitionLosesBeforeExpiry
 test:
-	scripts/with-servers.sh bash -c '$(GOTEST) ./... && \
+	scripts/with-servers.sh bash -c '$(GOTEST) $(PKGS) && \
 		$(GO) test -count=1 -timeout 10m -run "$(ZK_RECONNECT_TESTS)" -v ./backend/zookeeper/ | grep -E "^(=== RUN|--- |PASS|FAIL|ok)"; exit $${PIPESTATUS[0]}'
 
 bench:
-	scripts/with-servers.sh $(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
+	scripts/with-servers.sh $(GO) test -run '^$$' -bench . -benchmem -timeout 30m $(PKGS)
 
 # The fault matrix: kills, pauses and partitions real servers and clients,
 # and writes the scenario x backend table to FAULTS.md.
 faults:
-	DLOCK_FAULTS_REPORT=$(CURDIR)/FAULTS.md scripts/with-servers.sh $(GOTEST) -tags faults ./faults/...
+	DLOCK_FAULTS_REPORT=$(CURDIR)/FAULTS.md scripts/with-servers.sh $(GOTEST) -tags faults ./tools/faults/...
 	@cat FAULTS.md
 
 # A quick part of the fault matrix (about 2 minutes), for a change that
@@ -67,11 +72,23 @@ faults-ci:
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt -l: not formatted:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet -tags faults ./...
+	$(GO) vet -tags faults $(PKGS)
 	@test -x $(STATICCHECK) && $(STATICCHECK) -version | grep -qF '($(patsubst v%,%,$(STATICCHECK_VERSION)))' || \
 		$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
-	$(STATICCHECK) -tags faults ./...
+	$(STATICCHECK) -tags faults $(PKGS)
+
+# go mod tidy in every module (each on its own, as a user's build sees it:
+# replace directives, not the workspace). tidy-check fails if one is not
+# tidy; CI runs it.
+tidy:
+	@for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy) || exit 1; done
+
+tidy-check:
+	@for m in $(MODULES); do \
+		if ! out=$$(cd $$m && GOWORK=off $(GO) mod tidy -diff 2>&1); then \
+			echo "go mod tidy would change $$m:"; echo "$$out"; exit 1; fi; \
+	done; echo "tidy-check: every module is tidy"
 
 # Regenerate compose/ from internal/topology.
 compose:
-	$(GO) run ./cmd/dlockenv compose
+	$(GO) run ./tools/cmd/dlockenv compose

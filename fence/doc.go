@@ -6,8 +6,11 @@
 // client has taken the lock. Every dlock hold carries a token,
 // Mutex.Token(), strictly greater for each new holder of a key. The
 // protected resource must check it, and no lock library can do that for it:
-// this package does, for resources in memory, in PostgreSQL, in Redis and in
-// etcd.
+// this package does, for resources in memory and in PostgreSQL (any
+// database/sql driver); packages redisfence (beside the Redis backend) and
+// etcdfence (in the etcd backend's module) do it in Redis and in etcd. This
+// package imports no store's client: fencing costs a program only the
+// client it already has.
 //
 // # The rule
 //
@@ -32,8 +35,8 @@
 //
 // Because B's read raises the fence to 6, A's write is refused, and B's
 // write is based on the value B read. Every checker here therefore fences
-// reads too (SQLColumn.Read, Redis.Get, Etcd.Do with Get operations, or a
-// read inside SQLTable.Tx).
+// reads too (SQLColumn.Read, redisfence.Checker.Get, etcdfence.Checker.Do with Get
+// operations, or a read inside SQLTable.Tx).
 //
 // # Checkers
 //
@@ -50,15 +53,22 @@
 //     fence_token bigint NOT NULL DEFAULT 0. Update, Read (UPDATE ...
 //     RETURNING) and Upsert are single statements with the condition
 //     fence_token <= $t.
-//   - Redis: values stored in Redis, one hash per resource with the fence
-//     and the value; Get, Set and Delete are one Lua script call each.
-//   - Etcd: keys in etcd. Etcd.Do wraps the caller's operations in one
-//     transaction with a fence key, for tokens of any backend; EtcdTxn and
-//     EtcdOwner compare the lock key's create revision instead, for a lock
-//     held in the same etcd (what concurrency.Mutex.IsOwner checks).
+//   - redisfence.Checker (github.com/dlock-go/dlock/backend/redis/redisfence):
+//     values stored in Redis, one hash per resource with the fence and the
+//     value; Get, Set and Delete are one Lua script call each.
+//   - etcdfence.Checker (github.com/dlock-go/dlock/backend/etcd/etcdfence,
+//     in the etcd module): keys in etcd. Checker.Do wraps the caller's
+//     operations in one transaction with a fence key, for tokens of any
+//     backend; etcdfence.Txn and etcdfence.Owner compare the lock key's
+//     create revision instead, for a lock held in the same etcd (what
+//     concurrency.Mutex.IsOwner checks).
+//
+// Checkers of your own apply Check inside one operation of their store and
+// call CheckArgs first, so that bad arguments fail as they do here.
 //
 // The SQL checkers use PostgreSQL syntax ($n parameters, ON CONFLICT,
-// RETURNING) through database/sql with any driver; they are tested with
+// RETURNING) through database/sql with any driver; this package imports
+// none. Their tests (in the repository's tools/sqlfencetest) use
 // github.com/jackc/pgx/v5/stdlib.
 //
 // # Token ranges
@@ -75,7 +85,7 @@
 // succeed, and it cannot protect a resource that does not check it. Fences
 // are never deleted: forgetting one would let a stale holder through. The
 // fence must live in a store at least as durable as the resource (the same
-// store is best, as here). With the create-revision check (EtcdTxn), an
+// store is best, as here). With the create-revision check (etcdfence.Txn), an
 // unlock followed by a new lock on the same key is a new owner, exactly as
 // with concurrency.Mutex.
 //
@@ -87,15 +97,16 @@
 // 3.4 with its fsync per write):
 //
 //	set -a; . .dlock/endpoints.env; set +a
-//	go test -run '^$' -bench . -benchtime 2s ./fence/
+//	go test -run '^$' -bench . -benchtime 2s ./fence/ ./tools/sqlfencetest/ \
+//	    ./backend/redis/redisfence/ ./backend/etcd/etcdfence/
 //
 //	BenchmarkMemoryDo-2           457 ns/op   (parallel, 64 keys)
 //	BenchmarkSQLTableTx-2         0.64 ms/op  (BEGIN, Guard, COMMIT)
 //	BenchmarkSQLColumnUpdate-2    0.87 ms/op  (one fenced UPDATE, autocommit)
-//	BenchmarkRedisSet-2           0.21 ms/op  (one EVALSHA)
-//	BenchmarkEtcdDo-2             4.8 ms/op   (one transaction)
+//	redisfence BenchmarkSet-2     0.21 ms/op  (one EVALSHA)
+//	etcdfence BenchmarkDo-2       4.8 ms/op   (one transaction)
 //
-// See examples/stock in the repository for a complete program: stock
+// See tools/examples/stock in the repository for a complete program: stock
 // decrements by worker processes, one of which is stopped with SIGSTOP past
 // its lease and whose write is refused when it resumes.
 package fence

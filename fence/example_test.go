@@ -7,11 +7,6 @@ import (
 	"fmt"
 	"log"
 
-	_ "github.com/jackc/pgx/v5/stdlib"
-	"github.com/redis/go-redis/v9"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
-
 	"github.com/dlock-go/dlock"
 	_ "github.com/dlock-go/dlock/backend/memory"
 	"github.com/dlock-go/dlock/fence"
@@ -53,6 +48,9 @@ func ExampleMemory_Do() {
 }
 
 // A lock holder reads and updates a row in one fenced transaction.
+//
+// Any database/sql driver works; this one is pgx's (import
+// _ "github.com/jackc/pgx/v5/stdlib", which registers "pgx").
 func ExampleSQLTable_Tx() {
 	ctx := context.Background()
 	db, err := sql.Open("pgx", "postgres://dlock:dlock@127.0.0.1:5433/dlock?sslmode=disable")
@@ -108,74 +106,5 @@ func ExampleSQLColumn() {
 		if errors.Is(err, fence.ErrStale) {
 			log.Print("refused: a newer holder took over after our read")
 		}
-	}
-}
-
-func ExampleRedis() {
-	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer rdb.Close()
-	values, err := fence.NewRedis(rdb, "myapp:fenced:")
-	if err != nil {
-		log.Fatal(err)
-	}
-	var token dlock.Token = 42 // m.Token() of the held lock
-	cfg, err := values.Get(ctx, "config", token)
-	if err != nil && !errors.Is(err, fence.ErrNotFound) {
-		log.Fatal(err)
-	}
-	if err := values.Set(ctx, "config", token, cfg+"+1"); err != nil {
-		log.Fatal(err)
-	}
-}
-
-// Any backend's token fences keys in etcd.
-func ExampleEtcd_Do() {
-	ctx := context.Background()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:2379"}})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer cli.Close()
-	f, err := fence.NewEtcd(cli, "myapp/fence/")
-	if err != nil {
-		log.Fatal(err)
-	}
-	var token dlock.Token = 42 // m.Token() of the held lock
-	resp, err := f.Do(ctx, "jobs/7", token,
-		clientv3.OpGet("myapp/jobs/7"),
-		clientv3.OpPut("myapp/jobs/7/state", "running"))
-	if errors.Is(err, fence.ErrStale) {
-		return // a newer holder owns job 7
-	}
-	if err != nil {
-		log.Fatal(err)
-	}
-	_ = resp.Responses[0].GetResponseRange() // the Get's result
-}
-
-// A lock held in the same etcd fences writes by its key's create revision.
-func ExampleEtcdTxn() {
-	ctx := context.Background()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:2379"}})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer cli.Close()
-	s, err := concurrency.NewSession(cli)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer s.Close()
-	m := concurrency.NewMutex(s, "myapp/locks/jobs/7")
-	if err := m.Lock(ctx); err != nil {
-		log.Fatal(err)
-	}
-	defer m.Unlock(ctx)
-	resp, err := fence.EtcdTxn(ctx, cli, m.Key(), m.Header().Revision).
-		Then(clientv3.OpPut("myapp/jobs/7/state", "done")).
-		Commit()
-	if err == nil && !resp.Succeeded {
-		log.Print("the lock was lost; nothing written")
 	}
 }

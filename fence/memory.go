@@ -47,11 +47,8 @@ func (m *Memory) fence(resource string) *memFence {
 // returns: the token has been seen. Do returns op's error, or the fence's
 // error (ErrNoToken, ErrStale) without running op.
 func (m *Memory) Do(resource string, token dlock.Token, op func() error) error {
-	if err := checkResource(resource); err != nil {
+	if err := CheckArgs(resource, token); err != nil {
 		return err
-	}
-	if token == 0 {
-		return noToken(resource)
 	}
 	f := m.fence(resource)
 	f.mu.Lock()

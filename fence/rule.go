@@ -50,11 +50,26 @@ func DecodeToken(s string) (dlock.Token, error) {
 	return dlock.Token(v), nil
 }
 
-// checkResource rejects an empty resource key: it would fence everything
-// and nothing.
-func checkResource(resource string) error {
+// CheckResource rejects an empty resource key (an ErrInvalid error): it
+// would fence everything and nothing. Checkers call it first.
+func CheckResource(resource string) error {
 	if resource == "" {
 		return invalid("empty resource key")
+	}
+	return nil
+}
+
+// CheckArgs is what every checker checks before it touches its store: a
+// non-empty resource key (ErrInvalid) and a token other than 0
+// (ErrNoToken). The store-specific checkers (package redisfence beside the
+// Redis backend, package etcdfence in the etcd module) and checkers of
+// your own call it, so that bad arguments fail alike everywhere.
+func CheckArgs(resource string, token dlock.Token) error {
+	if err := CheckResource(resource); err != nil {
+		return err
+	}
+	if token == 0 {
+		return noToken(resource)
 	}
 	return nil
 }

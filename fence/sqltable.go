@@ -76,7 +76,7 @@ func (t SQLTable) Create(ctx context.Context, q Querier) error {
 // ErrTokenRange above MaxSQLToken. Call it first in the transaction whose
 // statements it protects; on q = *sql.DB it only raises the fence.
 func (t SQLTable) Guard(ctx context.Context, q Querier, resource string, token dlock.Token) error {
-	if err := checkResource(resource); err != nil {
+	if err := CheckResource(resource); err != nil {
 		return err
 	}
 	tok, err := sqlToken(resource, token)
@@ -117,7 +117,7 @@ RETURNING f.token`, resource, tok).Scan(&got)
 // READ or SERIALIZABLE a concurrent holder's Guard can make the transaction
 // fail with a serialization error, to be retried as usual.
 func (t SQLTable) Tx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, resource string, token dlock.Token, fn func(tx *sql.Tx) error) error {
-	if err := checkResource(resource); err != nil {
+	if err := CheckResource(resource); err != nil {
 		return err
 	}
 	if _, err := sqlToken(resource, token); err != nil {

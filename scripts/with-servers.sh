@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
-go build -o bin/dlockenv ./cmd/dlockenv
+go build -o bin/dlockenv ./tools/cmd/dlockenv
 
 down() {
   if [[ "${KEEP_UP:-}" == 1 ]]; then

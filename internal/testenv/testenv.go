@@ -3,16 +3,21 @@
 //
 // Endpoints come from environment variables (DLOCK_REDIS_URL, DLOCK_ETCD_URL,
 // ...), written by the native launcher into .dlock/endpoints.env. Locally a
-// missing variable skips the test, so `go test ./...` works without servers.
+// missing variable skips the test, so `go test github.com/dlock-go/dlock/...`
+// works without servers.
 // When DLOCK_REQUIRE_BACKENDS is "all", or lists the backend, a missing
 // variable fails the test instead: `make test` and CI set it so a backend can
 // never be skipped silently.
 package testenv
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // RequireVar is the environment variable that turns a missing endpoint from
@@ -74,4 +79,23 @@ func short(s string) string {
 	s = strings.TrimPrefix(s, "dlock_")
 	s = strings.TrimSuffix(s, "_url")
 	return strings.ReplaceAll(s, "-", "_")
+}
+
+// Unique returns base followed by a random suffix, a name no other test run
+// uses, for tables and key prefixes on the shared servers.
+func Unique(t testing.TB, base string) string {
+	t.Helper()
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return base + "_" + hex.EncodeToString(b)
+}
+
+// Context returns a context that ends after d or when the test ends,
+// whichever comes first: a bound on a test that would otherwise hang.
+func Context(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
 }

@@ -117,11 +117,11 @@ func TestComposeFilesUpToDate(t *testing.T) {
 	for name, w := range want {
 		got, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
-			t.Errorf("%v (run `go run ./cmd/dlockenv compose`)", err)
+			t.Errorf("%v (run `go run ./tools/cmd/dlockenv compose`)", err)
 			continue
 		}
 		if !bytes.Equal(got, w) {
-			t.Errorf("compose/%s is out of date: run `go run ./cmd/dlockenv compose`", name)
+			t.Errorf("compose/%s is out of date: run `go run ./tools/cmd/dlockenv compose`", name)
 		}
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))

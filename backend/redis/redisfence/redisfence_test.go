@@ -1,4 +1,4 @@
-package fence_test
+package redisfence_test
 
 import (
 	"errors"
@@ -8,15 +8,16 @@ import (
 	"testing"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend/redis/redisfence"
 	"github.com/dlock-go/dlock/fence"
 )
 
-func newRedisFence(t *testing.T) *fence.Redis {
+func newRedisFence(t *testing.T) *redisfence.Checker {
 	t.Helper()
 	c := openRedis(t)
 	prefix := unique(t, "dlock-fence-test") + ":"
 	cleanRedis(t, c, prefix)
-	r, err := fence.NewRedis(c, prefix)
+	r, err := redisfence.New(c, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestRedisBadInput(t *testing.T) {
 	if err := r.Set(ctx, "", 1, "v"); !errors.Is(err, fence.ErrInvalid) {
 		t.Errorf("empty key: got %v, want ErrInvalid", err)
 	}
-	if _, err := fence.NewRedis(nil, ""); !errors.Is(err, fence.ErrInvalid) {
+	if _, err := redisfence.New(nil, ""); !errors.Is(err, fence.ErrInvalid) {
 		t.Errorf("nil client: got %v", err)
 	}
 	if h, _ := r.Highest(ctx, "k"); h != 0 {

@@ -225,7 +225,7 @@ func compose(args []string) error {
 		}
 	}
 	if len(stale) > 0 {
-		return errors.New("out of date (run `go run ./cmd/dlockenv compose`): " + strings.Join(stale, " "))
+		return errors.New("out of date (run `go run ./tools/cmd/dlockenv compose`): " + strings.Join(stale, " "))
 	}
 	return nil
 }

@@ -62,7 +62,7 @@ import (
 	"context"
 	"os"
 
-	"github.com/dlock-go/dlock/internal/lockctl"
+	"github.com/dlock-go/dlock/tools/internal/lockctl"
 )
 
 func main() {

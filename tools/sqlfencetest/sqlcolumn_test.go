@@ -1,4 +1,4 @@
-package fence_test
+package sqlfencetest
 
 import (
 	"database/sql"

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/lockctl"
+	"github.com/dlock-go/dlock/tools/internal/lockctl"
 )
 
 // Two (here three) lockctl run processes on one key never overlap: their

@@ -126,7 +126,7 @@ func writeReport(path string) error {
 	sort.Strings(backends)
 	var b strings.Builder
 	b.WriteString("# Fault suite results\n\n")
-	b.WriteString("Produced by `make faults` (go test -tags faults ./faults/). Each cell: pass (every required check held), " +
+	b.WriteString("Produced by `make faults` (go test -tags faults ./tools/faults/). Each cell: pass (every required check held), " +
 		"violation-detected (a canary without fencing showed the violation it must show), or FAIL. " +
 		"Counts: acquisitions, accepted writes, rejected (fenced) operations, losses reported, errors.\n\n")
 	b.WriteString("| scenario | " + strings.Join(backends, " | ") + " |\n|---|")

@@ -1,4 +1,4 @@
-package fence_test
+package etcdfence_test
 
 import (
 	"errors"
@@ -10,15 +10,16 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend/etcd/etcdfence"
 	"github.com/dlock-go/dlock/fence"
 )
 
-func newEtcdFence(t *testing.T) (*fence.Etcd, *clientv3.Client, string) {
+func newEtcdFence(t *testing.T) (*etcdfence.Checker, *clientv3.Client, string) {
 	t.Helper()
 	c := openEtcd(t)
 	base := unique(t, "dlock-fence-test") + "/"
 	cleanEtcd(t, c, base)
-	e, err := fence.NewEtcd(c, base+"fence/")
+	e, err := etcdfence.New(c, base+"fence/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestEtcdBadInput(t *testing.T) {
 	if _, err := e.Do(ctx, "", 1); !errors.Is(err, fence.ErrInvalid) {
 		t.Errorf("empty key: got %v, want ErrInvalid", err)
 	}
-	if _, err := fence.NewEtcd(nil, ""); !errors.Is(err, fence.ErrInvalid) {
+	if _, err := etcdfence.New(nil, ""); !errors.Is(err, fence.ErrInvalid) {
 		t.Errorf("nil client: got %v", err)
 	}
 	if got, _ := c.Get(ctx, data+"k"); len(got.Kvs) != 0 {
@@ -167,7 +168,7 @@ func TestEtcdTxnCreateRevision(t *testing.T) {
 		t.Fatal(err)
 	}
 	key1, rev1 := m1.Key(), m1.Header().Revision
-	resp, err := fence.EtcdTxn(ctx, c, key1, rev1).Then(clientv3.OpPut(data+"v", "one")).Commit()
+	resp, err := etcdfence.Txn(ctx, c, key1, rev1).Then(clientv3.OpPut(data+"v", "one")).Commit()
 	if err != nil || !resp.Succeeded {
 		t.Fatalf("holder's own write: %v, succeeded %v", err, resp != nil && resp.Succeeded)
 	}
@@ -179,11 +180,11 @@ func TestEtcdTxnCreateRevision(t *testing.T) {
 	if err := m2.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	resp, err = fence.EtcdTxn(ctx, c, key1, rev1).Then(clientv3.OpPut(data+"v", "stale")).Commit()
+	resp, err = etcdfence.Txn(ctx, c, key1, rev1).Then(clientv3.OpPut(data+"v", "stale")).Commit()
 	if err != nil || resp.Succeeded {
 		t.Fatalf("old holder's write after losing the lock: %v, succeeded %v", err, resp != nil && resp.Succeeded)
 	}
-	resp, err = c.Txn(ctx).If(fence.EtcdOwner(m2.Key(), m2.Header().Revision), clientv3.Compare(clientv3.Version(data+"v"), ">", 0)).
+	resp, err = c.Txn(ctx).If(etcdfence.Owner(m2.Key(), m2.Header().Revision), clientv3.Compare(clientv3.Version(data+"v"), ">", 0)).
 		Then(clientv3.OpPut(data+"v", "two")).Commit()
 	if err != nil || !resp.Succeeded {
 		t.Fatalf("new holder's write: %v", err)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/lockctl"
+	"github.com/dlock-go/dlock/tools/internal/lockctl"
 )
 
 // Help is complete: every command documents its usage and flags, run its

@@ -1,4 +1,4 @@
-package etcd_test
+package faults
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/faults"
 	"github.com/dlock-go/dlock/internal/testenv"
 )
 
@@ -17,12 +16,13 @@ import (
 // nothing, and the call goes to another member. Without the require-leader
 // flag it would hold the call for etcd's request timeout and then fail it,
 // and a Lock whose calls meet it would return ErrUnavailable.
-func TestIsolatedMember(t *testing.T) {
+func TestEtcdIsolatedMember(t *testing.T) {
 	testenv.Endpoint(t, "DLOCK_ETCD3_URL") // the servers are installed
-	px := faults.NewProxies()
+	px := NewProxies()
 	defer px.Close()
-	cl := faults.StartCluster(t, px, "etcd3")
-	ctx := ctxFor(t, 3*time.Minute)
+	cl := StartCluster(t, px, "etcd3")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
 	old, _ := cl.CutLeader(ctx, t)
 	if _, err := cl.NewLeader(ctx, old); err != nil {
 		t.Fatal(err)
