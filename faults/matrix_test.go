@@ -35,6 +35,7 @@ func record(c cell) {
 type expect struct {
 	must   []string
 	canary []string
+	extra  []Check // checks of the scenario's own that must pass too
 }
 
 var allChecks = []string{"exclusion", "lost-updates", "stale-token", "monotone-tokens", "loss-before-expiry", "liveness"}
@@ -65,6 +66,11 @@ func judge(t *testing.T, scenario string, b Backend, h History, e expect) {
 	for _, name := range e.must {
 		if c := checks[name]; !c.OK() {
 			failed = append(failed, fmt.Sprintf("%s: %d (%s)", name, c.Violations, c.Detail))
+		}
+	}
+	for _, c := range e.extra {
+		if !c.OK() {
+			failed = append(failed, fmt.Sprintf("%s: %d (%s)", c.Name, c.Violations, c.Detail))
 		}
 	}
 	var seen []string
