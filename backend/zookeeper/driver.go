@@ -79,6 +79,21 @@ func (d *zkDriver) check(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// syncRead sends a sync for path and then an Exists of path on the same
+// connection. A server answers a session's requests in order, and a
+// follower answers a sync only once it has applied everything the leader
+// had committed when the leader handled it (an expired session's closing
+// included), so the Exists reports the leader's state, not a follower's
+// local copy, and its success shows that the session was live on the
+// leader after the sync was sent. A follower cut off from the leader
+// answers no sync.
+func (d *zkDriver) syncRead(path string) (bool, *zk.Stat, error) {
+	if _, err := d.conn.Sync(path); err != nil {
+		return false, nil, err
+	}
+	return d.conn.Exists(path)
+}
+
 // fail maps a go-zookeeper error onto the driver's errors.
 func (d *zkDriver) fail(op string, err error) error {
 	switch {
