@@ -57,10 +57,19 @@ type sessionBox struct{ p atomic.Pointer[session] }
 func (b *sessionBox) set(s session) { b.p.Store(&s) }
 func (b *sessionBox) get() session  { return *b.p.Load() }
 
-// Limits: a lease can be no shorter than the session timeout, since a
+// Limits: a lease is the session timeout, neither shorter nor longer. A
 // holder that dies keeps its node, and so the lock, until its session
-// expires. See the package documentation.
-func (d *zkDriver) Limits() driver.Limits { return driver.Limits{MinTTL: d.sessionTimeout()} }
+// expires, so a shorter TTL would promise the other clients something the
+// server does not do; and the server may hand the lock on one session
+// timeout after it last heard from the holder, so a longer one would let
+// Lease().Expires run past that moment. A Locker made without a TTL uses
+// the session timeout (dlock brings its default within these limits); an
+// explicit other TTL is refused with dlock.ErrInvalidOption. See the
+// package documentation.
+func (d *zkDriver) Limits() driver.Limits {
+	T := d.sessionTimeout()
+	return driver.Limits{MinTTL: T, MaxTTL: T}
+}
 
 func (d *zkDriver) isClosed() bool {
 	select {
