@@ -158,27 +158,29 @@
 //
 // dlock against go-zookeeper's own zk.Lock, in one run against the same
 // standalone server (the zookeeper topology: ZooKeeper 3.8.0, 500 ms tick,
-// fsync on), on the shared two-core development machine under a load
-// average of 8 to 10 from other builds, so single runs scatter widely;
-// medians of five:
+// fsync on), on the shared two-core development machine (load average
+// about 2), so single runs scatter widely; medians of five:
 //
 //	set -a; . .dlock/endpoints.env; set +a
 //	go test -run '^$' -bench BenchmarkVsZkLock -benchtime 3s -count 5 ./backend/zookeeper/
 //
 //	                                  dlock          zk.Lock
-//	Uncontended Lock+Unlock, in turn  2.45 ms        2.26 ms     (ratio 1.08, runs 1.06-1.26)
-//	Contended (8 goroutines, 2 conns) 263 acq/s      243 acq/s
-//	  handoff p50 / p99               1.20 / 11 ms   1.18 / 23 ms
+//	Uncontended Lock+Unlock, in turn  3.54 ms        3.45 ms     (ratio 1.24, runs 1.01-1.50)
+//	Contended (8 goroutines, 2 conns) 165 acq/s      228 acq/s
+//	  handoff p50 / p99               2.2 / 28 ms    1.7 / 19 ms
 //
-// Both make the same three round trips for an uncontended Lock+Unlock
-// (create, list, delete), two of them writes the server syncs to disk;
-// dlock's Exists on its own node, for the token and the deletion watch,
-// goes out alongside the listing and costs about 0.1 ms of server time.
-// "In turn" is BenchmarkVsZkLock/Uncontended/paired, which alternates the
-// two within each iteration so that the machine's load weighs on both
-// alike; the separate Uncontended runs scatter from 1.4 to 4 ms for both.
-// The portable suite's benchmarks (BenchmarkConformance) cover the
-// ensemble too.
+// zk.Lock makes three round trips for an uncontended Lock+Unlock (create,
+// list, delete), two of them writes the server syncs to disk; dlock makes
+// four, the sync before the listing being the fourth (a follower must not
+// grant from its own copy, see above): it costs a round trip to the
+// leader but no disk write. dlock's Exists on its own node, for the token
+// and the deletion watch, goes out alongside the listing. A contended
+// handoff pays the sync too, hence the lower rate. "In turn" is
+// BenchmarkVsZkLock/Uncontended/paired, which alternates the two within
+// each iteration so that the machine's load weighs on both alike; the
+// separate Uncontended runs scatter from 1.6 to 3.9 ms for both. The
+// portable suite's benchmarks (BenchmarkConformance) cover the ensemble
+// too.
 //
 // A Locker is one connection and one session. Lock on a key that the
 // same Locker is already waiting for waits in the portable layer, so a
