@@ -165,7 +165,7 @@
 //	go test -run '^$' -bench BenchmarkVsZkLock -benchtime 3s -count 5 ./backend/zookeeper/
 //
 //	                                  dlock          zk.Lock
-//	Uncontended Lock+Unlock, in turn  3.54 ms        3.45 ms     (ratio 1.24, runs 1.01-1.50)
+//	Uncontended Lock+Unlock, in turn  3.69 ms        3.45 ms     (ratio 1.24, runs 1.01-1.50)
 //	Contended (8 goroutines, 2 conns) 165 acq/s      228 acq/s
 //	  handoff p50 / p99               2.2 / 28 ms    1.7 / 19 ms
 //
