@@ -52,6 +52,7 @@ func NewLocker(d driver.Locker, opts ...Option) (Locker, error) {
 	if lm, ok := d.(driver.Limiter); ok {
 		l.lim = lm.Limits()
 	}
+	l.defaults = l.defaults.withinLimits(l.lim)
 	if err := l.defaults.validate(l.lim); err != nil {
 		return nil, err
 	}

@@ -7,8 +7,10 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// DefaultTTL is the lease used when no TTL is given. With auto-renew on, it
-// bounds how long others wait after a holder dies without unlocking.
+// DefaultTTL is the lease used when no TTL is given, brought within the
+// backend's limits (driver.Limits: ZooKeeper's TTL is its session
+// timeout). With auto-renew on, it bounds how long others wait after a
+// holder dies without unlocking.
 const DefaultTTL = 30 * time.Second
 
 // Option configures a Locker's defaults (NewLocker, Open's URL parameters)
@@ -17,6 +19,7 @@ type Option func(*options)
 
 type options struct {
 	ttl       time.Duration
+	ttlSet    bool // given by WithTTL: never adjusted, refused if out of bounds
 	autoRenew bool
 }
 
@@ -25,9 +28,24 @@ func defaultOptions() options {
 }
 
 // WithTTL sets the lease length. The backend may round it up (etcd: whole
-// seconds) and rejects lengths it cannot honour (see driver.Limits).
-// URL parameter: ttl=10s.
-func WithTTL(d time.Duration) Option { return func(o *options) { o.ttl = d } }
+// seconds) and rejects lengths it cannot honour (see driver.Limits) with
+// an error matching ErrInvalidOption. URL parameter: ttl=10s.
+func WithTTL(d time.Duration) Option { return func(o *options) { o.ttl, o.ttlSet = d, true } }
+
+// withinLimits brings the default TTL, when no TTL was given, within the
+// backend's limits.
+func (o options) withinLimits(lim driver.Limits) options {
+	if o.ttlSet {
+		return o
+	}
+	if lim.MaxTTL > 0 && o.ttl > lim.MaxTTL {
+		o.ttl = lim.MaxTTL
+	}
+	if lim.MinTTL > 0 && o.ttl < lim.MinTTL {
+		o.ttl = lim.MinTTL
+	}
+	return o
+}
 
 // WithAutoRenew turns the renewal watchdog on (the default) or off. With it
 // on, a hold is renewed about every TTL/3 until Unlock; when renewals keep

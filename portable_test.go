@@ -340,3 +340,53 @@ func TestNewLockerRejectsBadDefaults(t *testing.T) {
 		t.Fatalf("NewLocker with TTL -1 = %v; want ErrInvalidOption", err)
 	}
 }
+
+// limited gives the memory driver the TTL bounds of a backend that can
+// honour only some TTLs.
+type limited struct {
+	driver.Locker
+	lim driver.Limits
+}
+
+func (l limited) Limits() driver.Limits { return l.lim }
+
+// When no TTL is given, the default is brought within the backend's limits
+// (a ZooKeeper lease is its session timeout, often below DefaultTTL); a
+// TTL given with WithTTL is never adjusted, and one out of bounds is
+// refused with ErrInvalidOption.
+func TestDefaultTTLWithinLimits(t *testing.T) {
+	for _, lim := range []driver.Limits{
+		{MinTTL: 2 * time.Second, MaxTTL: 2 * time.Second},
+		{MaxTTL: 10 * time.Second},
+		{MinTTL: time.Minute},
+	} {
+		want := min(max(dlock.DefaultTTL, lim.MinTTL), max(lim.MaxTTL, lim.MinTTL))
+		l, err := dlock.NewLocker(limited{Locker: memory.NewStore().Driver(), lim: lim})
+		if err != nil {
+			t.Fatalf("%+v: NewLocker with no TTL: %v", lim, err)
+		}
+		m, err := l.NewMutex("k")
+		if err != nil {
+			t.Fatalf("%+v: NewMutex with no TTL: %v", lim, err)
+		}
+		if err := m.Lock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Lease().TTL; got != want {
+			t.Errorf("%+v: default TTL %v; want %v", lim, got, want)
+		}
+		_ = m.Unlock(context.Background())
+		for _, bad := range []time.Duration{lim.MinTTL - time.Second, lim.MaxTTL + time.Second} {
+			if bad <= 0 || lim.MaxTTL == 0 && bad > lim.MinTTL {
+				continue
+			}
+			if _, err := l.NewMutex("k", dlock.WithTTL(bad)); !errors.Is(err, dlock.ErrInvalidOption) {
+				t.Errorf("%+v: NewMutex(WithTTL(%v)): %v; want ErrInvalidOption", lim, bad, err)
+			}
+			if _, err := dlock.NewLocker(limited{Locker: memory.NewStore().Driver(), lim: lim}, dlock.WithTTL(bad)); !errors.Is(err, dlock.ErrInvalidOption) {
+				t.Errorf("%+v: NewLocker(WithTTL(%v)): %v; want ErrInvalidOption", lim, bad, err)
+			}
+		}
+		_ = l.Close()
+	}
+}

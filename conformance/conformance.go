@@ -63,6 +63,11 @@ type Harness struct {
 	// a lease (Consul invalidates a session at up to 2*TTL, so TTL there).
 	ExpiryGrace time.Duration
 
+	// MaxTTL is the backend's largest TTL (driver.Limits.MaxTTL), if it
+	// has one: the long leases the suite asks for are capped at it, and
+	// kept alive by the watchdog. Zero means no limit.
+	MaxTTL time.Duration
+
 	// InProcess marks a backend with no server (memory, file). It only
 	// exempts the Unreachable case.
 	InProcess bool
@@ -76,7 +81,13 @@ func (h Harness) ttl() time.Duration {
 }
 
 // longTTL is a lease the suite never expects to expire during a case.
-func (h Harness) longTTL() time.Duration { return max(30*time.Second, 3*h.ttl()) }
+func (h Harness) longTTL() time.Duration {
+	long := max(30*time.Second, 3*h.ttl())
+	if h.MaxTTL > 0 {
+		long = min(long, h.MaxTTL)
+	}
+	return long
+}
 
 // slack absorbs scheduling noise on busy machines (race detector, 2 cores).
 // It bounds hangs; it is not a speed requirement.

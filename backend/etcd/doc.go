@@ -52,6 +52,31 @@
 //     could have expired. After a leader election etcd extends every lease,
 //     so a lease never ends earlier than the client's validity window says.
 //
+// # Failover, rollback, clocks and partitions
+//
+//   - Leader failover: exclusion and token order hold. Tokens are create
+//     revisions, part of the replicated state, and a keepalive counts only
+//     once a consensus response of the same raft term confirms it (fault
+//     scenario 8 on etcd3: leader killed, paused, and cut off from its
+//     peers).
+//   - Snapshot rollback: etcd acknowledges a write once a quorum has
+//     logged it, so a member killed and restarted on its data, or a
+//     minority that comes back behind, catches up from the leader and does
+//     not take revisions back (fault scenario 8, leader killed and
+//     restarted). Restoring the cluster from an old snapshot
+//     (etcdutl snapshot restore) brings revisions, and so tokens, back; no
+//     test covers that.
+//   - Server clock step: tokens read no clock. Lease expiry is timed by
+//     the leader; a validity window is measured on the client's monotonic
+//     clock from the send time of the grant or keepalive that extended it.
+//     No test steps a clock.
+//   - A client on a partitioned member: the member refuses every call at
+//     once for want of a leader (require-leader), so it confirms nothing,
+//     and a Locker that knows other members carries on through them
+//     (TestIsolatedMember, fault scenario 8 isolated). A client that can
+//     reach no other member cannot renew, and Done closes before its lease
+//     can expire, as for any client cut off (fault scenario 5).
+//
 // # Layout in etcd
 //
 // A lock on key K is the queue of keys prefix + escape(K) + "/" + lease ID,
@@ -129,6 +154,11 @@
 //     issue 15247); without this check the fault suite saw two holders at
 //     once after a leader was paused, about one run in six. A keepalive
 //     answered in an older term is dropped and the renewal tried again.
+//     Renewals of one hold take turns: a caller's Renew and the watchdog's
+//     never interleave, so a read only ever confirms the keepalive sent
+//     just before it on the same turn, not one another goroutine sent
+//     meanwhile and a deposed leader may have answered
+//     (TestRenewalsOfOneHoldTakeTurns).
 //   - Every call carries etcd's require-leader flag. A member cut off from
 //     its peers (a partition; clients still reach it) then refuses at once
 //     with "no leader" and applies nothing, so the acquire and lease calls

@@ -184,8 +184,14 @@ var errDeposed = errors.New("etcd: keepalive answered by a leader that may have 
 // keepAliveConfirmed keeps h's lease alive once and then reads h's entry,
 // linearizably: the read shows the entry still exists and confirms the
 // keepalive (see extension). A keepalive it cannot confirm is an
-// ErrUnavailable error, to be tried again.
+// ErrUnavailable error, to be tried again. Renewals of one lease take
+// turns (lease.turn): the read confirms only the keepalive sent just
+// before it, never one another goroutine sent meanwhile.
 func (d *drv) keepAliveConfirmed(ctx context.Context, h *hold) error {
+	if err := h.lease.take(ctx); err != nil {
+		return err
+	}
+	defer h.lease.give()
 	if err := d.leases.keepAlive(ctx, h.lease); err != nil {
 		return err
 	}

@@ -18,6 +18,13 @@ type lease struct {
 	id   clientv3.LeaseID
 	want int64 // the TTL asked for, in seconds: the pool bucket
 
+	// turn lets one renewal at a time (a keepalive and the read that
+	// confirms it, see keepAliveConfirmed) work on the lease. Without it a
+	// caller's Renew and the watchdog's could interleave: one goroutine's
+	// read, asked for before the other's keepalive was answered, would
+	// confirm that keepalive, which may have come from a deposed leader.
+	turn chan struct{}
+
 	mu    sync.Mutex
 	ttl   time.Duration // as granted by the server
 	since time.Time     // send time of the grant or the last confirmed keepalive
@@ -148,8 +155,25 @@ func (p *leasePool) get(ctx context.Context, ttl time.Duration) (*lease, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &lease{id: r.ID, want: want, ttl: time.Duration(r.TTL) * time.Second, since: sent}, nil
+	return newLease(r.ID, want, time.Duration(r.TTL)*time.Second, sent), nil
 }
+
+func newLease(id clientv3.LeaseID, want int64, ttl time.Duration, since time.Time) *lease {
+	return &lease{id: id, want: want, ttl: ttl, since: since, turn: make(chan struct{}, 1)}
+}
+
+// take waits for the lease's renewal turn (see lease.turn), or for ctx to
+// end; give hands the turn back.
+func (l *lease) take(ctx context.Context) error {
+	select {
+	case l.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *lease) give() { <-l.turn }
 
 func (p *leasePool) pop(want int64) *lease {
 	p.mu.Lock()

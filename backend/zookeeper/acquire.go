@@ -153,17 +153,35 @@ func (d *zkDriver) queue(ctx context.Context, a *attempt, path string, wait bool
 			err = fmt.Errorf("%w: %w", driver.ErrNotAcquired, err)
 		}
 	}()
-	// Exists with a watch on our own node goes out alongside the first
-	// listing: it gives the fencing token (czxid), the session that owns
-	// the node, and a watch that reports the node's deletion.
-	ownC := make(chan existsResult, 1)
-	go func() {
-		ok, st, ch, err := d.conn.ExistsW(path)
-		ownC <- existsResult{ok, st, ch, err}
-	}()
-	var own *existsResult
+	var (
+		ownC chan existsResult
+		own  *existsResult
+	)
 	for {
 		sent := time.Now()
+		// Only a listing the leader ordered may grant the lock: a follower
+		// cut off from the leader would list from its own copy, in which
+		// our session may live on after the leader expired it and gave the
+		// lock to someone else. The sync makes the server apply everything
+		// the leader committed before it, and the requests after it on
+		// this connection are answered after it (see syncRead).
+		if _, err := call(ctx, func() (string, error) { return d.conn.Sync(a.keyPath) }); err != nil {
+			if errors.Is(err, zk.ErrNoNode) {
+				return driver.Hold{}, errVanished
+			}
+			return driver.Hold{}, d.fail("sync", err)
+		}
+		if ownC == nil {
+			// Exists with a watch on our own node goes out alongside the
+			// first listing: it gives the fencing token (czxid), the
+			// session that owns the node, and a watch that reports the
+			// node's deletion.
+			ownC = make(chan existsResult, 1)
+			go func() {
+				ok, st, ch, err := d.conn.ExistsW(path)
+				ownC <- existsResult{ok, st, ch, err}
+			}()
+		}
 		children, err := d.children(ctx, a.keyPath)
 		if own == nil {
 			select {

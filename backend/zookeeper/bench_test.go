@@ -31,7 +31,7 @@ func dlockContenders(raw string) contenders {
 	return func(b *testing.B, key string) func(int) benchLock {
 		ls := make([]dlock.Locker, 2)
 		for i := range ls {
-			l, err := openLocker(context.Background(), raw, dlock.WithTTL(30*time.Second))
+			l, err := openLocker(context.Background(), raw)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -100,6 +100,7 @@ func harness(t *testing.T, env string) conformance.Harness {
 			return breakLease(adm, key)
 		},
 		TTL:         sessionTimeout,
+		MaxTTL:      sessionTimeout,
 		ExpiryGrace: 500 * time.Millisecond,
 	}
 }
@@ -185,5 +186,6 @@ func benchHarness(b *testing.B, env string) conformance.Harness {
 		},
 		BreakLease: func(context.Context, string) error { return errors.New("not used") },
 		TTL:        10 * time.Second,
+		MaxTTL:     10 * time.Second,
 	}
 }

@@ -34,9 +34,15 @@
 //
 // To lock, the driver creates a protected ephemeral sequential node under
 // it, "_c_<guid>-lock-<sequence>", the GUID being the hold's owner ID (a
-// fresh one whenever a node must be made again), lists the children, and
-// holds the lock if its node is the lowest; otherwise it watches only the
-// node just before its own and lists again when that one goes. Waiters
+// fresh one whenever a node must be made again), lists the children after
+// a sync (so that the listing is the leader's, see below), and holds the
+// lock if its node is the first; otherwise it watches only the node just
+// before its own and lists again when that one goes. Nodes are ordered by
+// creation: the sequence suffix is a signed 32-bit counter that wraps to
+// -2147483648 after 2^31 changes under one key, so the numbers are read
+// on the 2^32 circle and the queue starts after the widest gap between
+// them, which is exact while a key's live nodes span fewer than 2^31
+// changes (TestQueueAcrossSequenceWrap). Waiters
 // are served in the order they queued, and a release wakes one waiter, not
 // all of them. A create whose reply is lost (the connection broke) may
 // have been applied: the node is looked for by its GUID before another is
@@ -62,27 +68,51 @@
 // A ZooKeeper lock lasts as long as its node, and the node as long as the
 // session that made it. The driver maps dlock's lease onto that as follows.
 //
-//   - The minimum TTL (driver.Limits.MinTTL) is the session timeout the
-//     server granted. A holder that dies without unlocking keeps the lock
-//     until its session expires, up to one session timeout after the
-//     server last heard from it; a shorter TTL would promise the other
-//     clients something the server does not do.
-//   - The granted TTL is the TTL asked for. The session is kept alive by
-//     the client in the background, so on its own a node would outlive a
-//     holder that stops renewing; the driver therefore keeps the lease
-//     itself: Renew checks that the node still exists and belongs to this
-//     session (one Exists) and moves the lease's end to a full TTL from
-//     then, and a lease that runs out unrenewed has its node deleted by the
-//     driver, as a server would expire a lease.
+//   - The TTL is the session timeout the server granted, neither shorter
+//     nor longer (driver.Limits: MinTTL = MaxTTL = the session timeout). A
+//     holder that dies without unlocking keeps the lock until its session
+//     expires, up to one session timeout after the server last heard from
+//     it, so a shorter TTL would promise the other clients something the
+//     server does not do; and the server may hand the lock on one session
+//     timeout after it last heard from a holder that is cut off, so with a
+//     longer TTL Lease().Expires would lie past that moment. A Locker
+//     opened without ttl= (or New without WithTTL) uses the granted session
+//     timeout, also when the server granted less than session_timeout asked
+//     for; another TTL is refused with an error matching
+//     dlock.ErrInvalidOption, at Open, New or NewMutex
+//     (TestTTLIsTheSessionTimeout).
+//   - The session is kept alive by the client in the background, so on its
+//     own a node would outlive a holder that stops renewing; the driver
+//     therefore keeps the lease itself: Renew checks that the node still
+//     exists and belongs to this session (a sync, then an Exists) and moves
+//     the lease's end to a full TTL from then, and a lease that runs out
+//     unrenewed has its node deleted by the driver, as a server would
+//     expire a lease.
+//   - Only answers the leader ordered confirm a session or a renewal. A
+//     follower answers reads and pings from its own copy of the data, and
+//     one cut off from the leader goes on doing so for up to syncLimit x
+//     tickTime while the leader expires the session, deletes its nodes and
+//     grants the lock to another client. The session heartbeat, Renew and
+//     the grant's listing therefore each send a sync first: a follower
+//     answers it only after applying everything the leader committed
+//     before it (an expired session's closing included), and a cut-off one
+//     does not answer it at all (TestFollowerCutOffLosesBeforeNextGrant,
+//     and fault scenario 11).
 //   - Hold.Since, from which the lease runs, is when the listing that showed
 //     the node to be the lowest was sent, not when Lock began waiting.
 //   - Done is closed (Hold.Lost) when the node is deleted (an operator, or
 //     the lease running out), when the connection comes back with a new
 //     session (the old one expired: its nodes are gone), and already when
-//     the session may have expired: when no request has been answered for
-//     0.9 session timeouts (minus drift) since the last one the driver knows
-//     was heard. While it holds locks the driver sends one cheap request
-//     every third of the session timeout to know this. This is Curator's
+//     the session may have expired: when no sync and read have been
+//     answered for half a session timeout (minus drift) since the last one
+//     that was. Half, not nearly all of it: a follower passes a session's
+//     activity on to the leader only with its answer to the leader's next
+//     ping, up to tickTime/2 later, so what the leader heard last may be
+//     the request before the confirmed one. While it holds locks the driver
+//     sends a sync and a read every tenth of the session timeout (not
+//     waiting for a slow one), which keeps that gap small; the margin holds
+//     while tickTime is at most a third of the session timeout (ZooKeeper's
+//     defaults: 2 s and 10 s; these servers: 500 ms). This is Curator's
 //     SUSPENDED and LOST: a holder cut off from the servers cannot know
 //     whether it still holds the lock, and must stop acting before the
 //     server can have given the lock to someone else.
@@ -91,41 +121,66 @@
 //     session stays lost, and Unlock reports dlock.ErrLockLost.
 //
 // What this promises, honestly: while the process runs, Done is closed
-// before the server can expire the session, so two holders never overlap
-// unless a process is paused (GC, SIGSTOP) or its clock jumps for longer
-// than the margin. A TTL longer than the session timeout rests on that
-// loss signal: a process paused for longer than the session timeout can
-// lose its node before Lease().Expires while Done is not yet closed when
-// it resumes. With TTL equal to the session timeout, Lease().Expires alone
-// is safe, since a session answered at time t lives until at least t plus
-// the session timeout on the server. Fencing tokens protect the resource
-// in every case.
+// before the leader can expire the session, also for a client whose only
+// server is a follower cut off from the leader, so two holders never
+// overlap unless a process is paused (GC, SIGSTOP) or its clock jumps for
+// longer than the margin. Lease().Expires is one session timeout after the
+// request that last confirmed the hold; for a client of a follower the
+// leader may have heard of the session up to tickTime/2 plus one heartbeat
+// (a tenth of the session timeout) before that, so a process paused past
+// the loss signal can find the lock handed on that much before its
+// Lease().Expires. Fencing tokens protect the resource in every case.
+//
+// # Failover, rollback, clocks and partitions
+//
+//   - Leader failover: exclusion and token order hold. Sessions survive
+//     the election; czxids carry the new leader's epoch in their high
+//     half, so tokens keep growing (TestLeaderKill; fault scenarios 8,
+//     killed, paused and isolated from its peers, on zookeeper3).
+//   - Snapshot rollback: a ZooKeeper server acknowledges a write only
+//     after logging it to disk (forceSync, on by default and here), and
+//     the ensemble commits it only once a quorum has, so a server killed
+//     and restarted on its data, or a minority that comes back behind,
+//     does not take zxids, and so tokens, back: it catches up from the
+//     leader before it serves (fault scenario 8, leader killed and
+//     restarted). Restoring a whole ensemble, or a quorum of it, from an
+//     old snapshot would bring tokens back; no test covers that.
+//   - Server clock step: tokens do not read any clock. A session's expiry
+//     is timed on the leader's clock, ZooKeeper measuring it with a
+//     monotonic one; the client's loss signal uses its own monotonic
+//     clock. No test steps a clock.
+//   - A client on a partitioned follower: Done closes before the leader's
+//     side can grant the lock on; with fencing nothing is lost
+//     (TestFollowerCutOffLosesBeforeNextGrant; fault scenario 11 on
+//     zookeeper3).
 //
 // # Benchmarks
 //
 // dlock against go-zookeeper's own zk.Lock, in one run against the same
 // standalone server (the zookeeper topology: ZooKeeper 3.8.0, 500 ms tick,
-// fsync on), on the shared two-core development machine under a load
-// average of 8 to 10 from other builds, so single runs scatter widely;
-// medians of five:
+// fsync on), on the shared two-core development machine (load average
+// about 2), so single runs scatter widely; medians of five:
 //
 //	set -a; . .dlock/endpoints.env; set +a
 //	go test -run '^$' -bench BenchmarkVsZkLock -benchtime 3s -count 5 ./backend/zookeeper/
 //
 //	                                  dlock          zk.Lock
-//	Uncontended Lock+Unlock, in turn  2.45 ms        2.26 ms     (ratio 1.08, runs 1.06-1.26)
-//	Contended (8 goroutines, 2 conns) 263 acq/s      243 acq/s
-//	  handoff p50 / p99               1.20 / 11 ms   1.18 / 23 ms
+//	Uncontended Lock+Unlock, in turn  3.69 ms        3.45 ms     (ratio 1.24, runs 1.01-1.50)
+//	Contended (8 goroutines, 2 conns) 165 acq/s      228 acq/s
+//	  handoff p50 / p99               2.2 / 28 ms    1.7 / 19 ms
 //
-// Both make the same three round trips for an uncontended Lock+Unlock
-// (create, list, delete), two of them writes the server syncs to disk;
-// dlock's Exists on its own node, for the token and the deletion watch,
-// goes out alongside the listing and costs about 0.1 ms of server time.
-// "In turn" is BenchmarkVsZkLock/Uncontended/paired, which alternates the
-// two within each iteration so that the machine's load weighs on both
-// alike; the separate Uncontended runs scatter from 1.4 to 4 ms for both.
-// The portable suite's benchmarks (BenchmarkConformance) cover the
-// ensemble too.
+// zk.Lock makes three round trips for an uncontended Lock+Unlock (create,
+// list, delete), two of them writes the server syncs to disk; dlock makes
+// four, the sync before the listing being the fourth (a follower must not
+// grant from its own copy, see above): it costs a round trip to the
+// leader but no disk write. dlock's Exists on its own node, for the token
+// and the deletion watch, goes out alongside the listing. A contended
+// handoff pays the sync too, hence the lower rate. "In turn" is
+// BenchmarkVsZkLock/Uncontended/paired, which alternates the two within
+// each iteration so that the machine's load weighs on both alike; the
+// separate Uncontended runs scatter from 1.6 to 3.9 ms for both. The
+// portable suite's benchmarks (BenchmarkConformance) cover the ensemble
+// too.
 //
 // A Locker is one connection and one session. Lock on a key that the
 // same Locker is already waiting for waits in the portable layer, so a

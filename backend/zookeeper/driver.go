@@ -57,10 +57,19 @@ type sessionBox struct{ p atomic.Pointer[session] }
 func (b *sessionBox) set(s session) { b.p.Store(&s) }
 func (b *sessionBox) get() session  { return *b.p.Load() }
 
-// Limits: a lease can be no shorter than the session timeout, since a
+// Limits: a lease is the session timeout, neither shorter nor longer. A
 // holder that dies keeps its node, and so the lock, until its session
-// expires. See the package documentation.
-func (d *zkDriver) Limits() driver.Limits { return driver.Limits{MinTTL: d.sessionTimeout()} }
+// expires, so a shorter TTL would promise the other clients something the
+// server does not do; and the server may hand the lock on one session
+// timeout after it last heard from the holder, so a longer one would let
+// Lease().Expires run past that moment. A Locker made without a TTL uses
+// the session timeout (dlock brings its default within these limits); an
+// explicit other TTL is refused with dlock.ErrInvalidOption. See the
+// package documentation.
+func (d *zkDriver) Limits() driver.Limits {
+	T := d.sessionTimeout()
+	return driver.Limits{MinTTL: T, MaxTTL: T}
+}
 
 func (d *zkDriver) isClosed() bool {
 	select {
@@ -77,6 +86,21 @@ func (d *zkDriver) check(ctx context.Context) error {
 		return driver.ErrClosed
 	}
 	return ctx.Err()
+}
+
+// syncRead sends a sync for path and then an Exists of path on the same
+// connection. A server answers a session's requests in order, and a
+// follower answers a sync only once it has applied everything the leader
+// had committed when the leader handled it (an expired session's closing
+// included), so the Exists reports the leader's state, not a follower's
+// local copy, and its success shows that the session was live on the
+// leader after the sync was sent. A follower cut off from the leader
+// answers no sync.
+func (d *zkDriver) syncRead(path string) (bool, *zk.Stat, error) {
+	if _, err := d.conn.Sync(path); err != nil {
+		return false, nil, err
+	}
+	return d.conn.Exists(path)
 }
 
 // fail maps a go-zookeeper error onto the driver's errors.

@@ -16,7 +16,7 @@ import (
 // session expired, or the client was cut off long enough that it may have).
 func Example() {
 	ctx := context.Background()
-	locker, err := dlock.Open(ctx, "zk://127.0.0.1:2182,127.0.0.1:2183,127.0.0.1:2184/myapp/locks?session_timeout=10s&ttl=30s")
+	locker, err := dlock.Open(ctx, "zk://127.0.0.1:2182,127.0.0.1:2183,127.0.0.1:2184/myapp/locks?session_timeout=10s")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func ExampleNew() {
 	locker, err := zookeeper.New(conn, zookeeper.Config{
 		SessionTimeout: 10 * time.Second, // what the server grants: keep it within its bounds
 		Prefix:         "/myapp/locks",
-	}, dlock.WithTTL(20*time.Second))
+	}) // TTL: the session timeout, the only lease ZooKeeper can honour
 	if err != nil {
 		log.Fatal(err)
 	}

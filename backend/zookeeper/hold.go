@@ -172,9 +172,12 @@ func (d *zkDriver) Release(ctx context.Context, dh driver.Hold) error {
 	}
 }
 
-// Renew checks that our node still exists and belongs to our session (a
-// cheap Exists), and moves the lease's deadline to a full TTL from when it
-// asked.
+// Renew checks that our node still exists and belongs to our session,
+// with a read the leader ordered (a sync, then an Exists; see syncRead),
+// and moves the lease's deadline to a full TTL from when it asked. A
+// follower's local read would not do: one cut off from the leader goes on
+// answering after the leader has expired the session and granted the lock
+// to another client.
 func (d *zkDriver) Renew(ctx context.Context, dh driver.Hold) (time.Duration, error) {
 	h, err := holdOf(dh)
 	if err != nil {
@@ -200,7 +203,7 @@ func (d *zkDriver) Renew(ctx context.Context, dh driver.Hold) (time.Duration, er
 		st *zk.Stat
 	}
 	s, err := call(ctx, func() (stat, error) {
-		ok, st, err := d.conn.Exists(h.path)
+		ok, st, err := d.syncRead(h.path)
 		return stat{ok, st}, err
 	})
 	if err != nil {

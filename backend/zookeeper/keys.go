@@ -118,7 +118,18 @@ func hasGUID(name, guid string) bool {
 	return strings.HasPrefix(name, protectedPrefix+guid+"-")
 }
 
-// queue is a key's lock nodes sorted by sequence number.
+// queue is a key's lock nodes in the order they were created.
+//
+// ZooKeeper names a sequential node after its parent's child version, a
+// signed 32-bit counter printed as %010d: after 2^31 changes under one key
+// node it wraps to "-2147483648" and counts up from there. Sorting the
+// numbers as they read would put a wrapped node first, ahead of nodes
+// created before it, and grant it the lock while an older node still holds
+// it. The numbers are therefore placed on the 2^32 circle the counter runs
+// around, and the queue starts after the widest gap between neighbours:
+// the live nodes of one key span far fewer than 2^31 changes, so that gap
+// is where the counter's newest value meets its oldest live one, wrapped
+// or not. (The fencing token, the czxid, does not wrap.)
 func queue(children []string) []lockNode {
 	q := make([]lockNode, 0, len(children))
 	for _, c := range children {
@@ -126,8 +137,28 @@ func queue(children []string) []lockNode {
 			q = append(q, lockNode{name: c, seq: seq})
 		}
 	}
-	sort.Slice(q, func(i, j int) bool { return q[i].seq < q[j].seq })
-	return q
+	pos := func(n lockNode) uint32 { return uint32(n.seq) } // the counter's place on the circle
+	sort.Slice(q, func(i, j int) bool {
+		if pi, pj := pos(q[i]), pos(q[j]); pi != pj {
+			return pi < pj
+		}
+		return q[i].name < q[j].name
+	})
+	if len(q) < 2 {
+		return q
+	}
+	// The gap from the last node round to the first, then between
+	// neighbours; the queue starts after the widest.
+	start, widest := 0, uint64(pos(q[0]))+1<<32-uint64(pos(q[len(q)-1]))
+	for i := 1; i < len(q); i++ {
+		if gap := uint64(pos(q[i]) - pos(q[i-1])); gap > widest {
+			start, widest = i, gap
+		}
+	}
+	if start == 0 {
+		return q
+	}
+	return append(q[start:len(q):len(q)], q[:start]...)
 }
 
 // KeyPath returns the znode under which key's lock nodes live, for a

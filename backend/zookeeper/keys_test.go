@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -133,6 +134,37 @@ func TestLongestKeys(t *testing.T) {
 		}
 		if err := m.Unlock(ctx); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// ZooKeeper's sequence suffix is a signed 32-bit counter: after 2^31
+// changes under one key node it reads "-2147483648" and counts up from
+// there. The queue keeps creation order across the wrap, so a wrapped node
+// never sorts ahead of the nodes created before it.
+func TestQueueAcrossSequenceWrap(t *testing.T) {
+	name := func(guid byte, seq string) string {
+		return fmt.Sprintf("_c_%032x-lock-%s", guid, seq)
+	}
+	for _, c := range []struct {
+		names []string // in creation order
+	}{
+		{[]string{name(1, "0000000007"), name(2, "0000000008"), name(3, "0000000010")}},
+		{[]string{name(1, "2147483646"), name(2, "2147483647"), name(3, "-2147483648"), name(4, "-2147483647")}},
+		{[]string{name(1, "2147483647"), name(2, "-2147483646"), name(3, "-000000005")}},
+		{[]string{name(1, "2147483640"), name(2, "-2147483648")}},
+		{[]string{name(1, "-2147483648"), name(2, "-2147483640"), name(3, "0000000003")}}, // past the wrap
+		{[]string{name(1, "-000000002"), name(2, "-000000001"), name(3, "0000000000"), name(4, "0000000001")}},
+	} {
+		for shift := range c.names { // the server lists children in any order
+			in := append(append([]string(nil), c.names[shift:]...), c.names[:shift]...)
+			var got []string
+			for _, n := range queue(in) {
+				got = append(got, n.name)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(c.names) {
+				t.Errorf("queue(%v) = %v; want creation order %v", in, got, c.names)
+			}
 		}
 	}
 }

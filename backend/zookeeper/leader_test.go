@@ -86,7 +86,7 @@ func TestLeaderKill(t *testing.T) {
 		fatal = make(chan error, lockers*perLocker)
 	)
 	for i := 0; i < lockers; i++ {
-		d, l := lockerOn(t, raw, dlock.WithTTL(30*time.Second))
+		d, l := lockerOn(t, raw)
 		drivers = append(drivers, d)
 		sids = append(sids, d.conn.SessionID())
 		for j := 0; j < perLocker; j++ {

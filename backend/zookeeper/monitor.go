@@ -11,18 +11,28 @@ import (
 // monitor decides, for one connection, when its holds must be given up
 // because the session can no longer be vouched for.
 //
-// ZooKeeper expires a session that it has not heard from for the session
-// timeout T. A client cut off from the servers sees only silence: it
-// cannot tell a slow network from an expired session (Curator's SUSPENDED
-// state). What it does know is the last time it sent a request that was
-// answered within the session: the server heard from the session at or
-// after that time, so the session lives at least until then + T. The
-// monitor keeps that instant ("confirmed") fresh while holds exist, with
-// a cheap Exists every T/3 (go-zookeeper's own pings are not visible to
-// it), and declares every hold lost once confirmed + 0.9*T - drift has
-// passed without a fresh answer (Curator's LOST), that is before the
-// server can have expired the session. Holds are also lost at once when
-// the connection comes back with a different session.
+// ZooKeeper's leader expires a session that it has not heard from for the
+// session timeout T. A client cut off from the servers sees only silence:
+// it cannot tell a slow network from an expired session (Curator's
+// SUSPENDED state). A client of a follower that is cut off from the leader
+// sees worse: the follower goes on answering reads and pings from its own
+// copy of the data (for up to syncLimit x tickTime) while the leader lets
+// the session expire, deletes its nodes and grants the lock to someone
+// else. So only answers the leader ordered confirm the session: a sync
+// (the follower forwards it to the leader and answers once it has applied
+// everything the leader committed before it, the session's closing
+// included) followed by a read on the same connection. The instant such a
+// request was sent ("confirmed") bounds when the leader last heard of the
+// session, up to one lag: a follower passes a session's activity on to the
+// leader with its answer to the leader's next ping, at most tickTime/2
+// later, so what the leader heard last may be the request before, one
+// heartbeat earlier. The monitor therefore sends a heartbeat every T/10
+// while holds exist (go-zookeeper's own pings are not visible to it), and
+// declares every hold lost once confirmed + T/2 - drift has passed without
+// a fresh answer (Curator's LOST): before the leader can have expired the
+// session, as long as tickTime is at most T/3 (T/2 for a session that has
+// been busy for a heartbeat). Holds are also lost at once when the
+// connection comes back with a different session.
 type monitor struct {
 	d    *zkDriver
 	kick chan struct{}
@@ -30,10 +40,23 @@ type monitor struct {
 	mu        sync.Mutex
 	holds     map[*zkHold]struct{}
 	sid       int64     // the session confirmed belongs to
-	confirmed time.Time // a request sent then was answered within sid
-	beating   bool      // a heartbeat is in flight
+	confirmed time.Time // a leader-ordered request sent then was answered within sid
+	beating   int       // heartbeats in flight
+	lastBeat  time.Time // when the last heartbeat was sent
 	nextBeat  time.Time // no heartbeat before this (back-off after a failure)
 }
+
+// maxBeating bounds the heartbeats in flight: a slow answer does not hold
+// the next heartbeat back, so the session stays busy every T/10 while the
+// connection carries requests.
+const maxBeating = 3
+
+// beatEvery is the heartbeat period for session timeout T.
+func beatEvery(T time.Duration) time.Duration { return T / 10 }
+
+// lossAfter is how long after the last confirmed instant the holds are
+// given up: half the session timeout, less drift (see monitor).
+func lossAfter(T time.Duration) time.Duration { return T/2 - drift(T) }
 
 func newMonitor(d *zkDriver) *monitor {
 	return &monitor{d: d, kick: make(chan struct{}, 1), holds: map[*zkHold]struct{}{}}
@@ -120,7 +143,7 @@ func (m *monitor) step() time.Duration {
 	}
 	var lost []loss
 	m.mu.Lock()
-	lostAt := m.confirmed.Add(T - T/10 - drift(T))
+	lostAt := m.confirmed.Add(lossAfter(T))
 	for h := range m.holds {
 		switch {
 		case h.sid != cur:
@@ -134,15 +157,20 @@ func (m *monitor) step() time.Duration {
 		delete(m.holds, l.h)
 	}
 	n := len(m.holds)
-	beatAt := m.confirmed.Add(T / 3)
+	beatAt := m.confirmed
+	if m.lastBeat.After(beatAt) {
+		beatAt = m.lastBeat
+	}
+	beatAt = beatAt.Add(beatEvery(T))
 	if beatAt.Before(m.nextBeat) {
 		beatAt = m.nextBeat
 	}
-	beat := n > 0 && !m.beating && !now.Before(beatAt)
+	beat := n > 0 && m.beating < maxBeating && !now.Before(beatAt)
 	if beat {
-		m.beating = true
+		m.beating++
+		m.lastBeat = now
 	}
-	beating := m.beating
+	full := m.beating >= maxBeating
 	m.mu.Unlock()
 
 	for _, l := range lost {
@@ -156,20 +184,24 @@ func (m *monitor) step() time.Duration {
 		return 0
 	}
 	next := lostAt
-	if !beating && beatAt.Before(next) {
+	if beat {
+		beatAt = now.Add(beatEvery(T))
+	}
+	if !full && beatAt.Before(next) {
 		next = beatAt
 	}
 	return max(time.Until(next), time.Millisecond)
 }
 
-// heartbeat sends one cheap request and, if it is answered within session
-// sid, confirms the session as of when it was sent.
+// heartbeat sends one sync and one cheap read after it and, if both are
+// answered within session sid, confirms the session as of when the sync
+// was sent: the answer is ordered by the leader (see monitor).
 func (m *monitor) heartbeat(sid int64, T time.Duration) {
 	defer m.d.wg.Done()
 	sent := time.Now()
-	_, _, err := m.d.conn.Exists("/")
+	_, _, err := m.d.syncRead("/")
 	m.mu.Lock()
-	m.beating = false
+	m.beating--
 	if err == nil && m.d.conn.SessionID() == sid {
 		m.confirmLocked(sid, sent)
 	} else {

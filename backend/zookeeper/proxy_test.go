@@ -27,7 +27,13 @@ type proxy struct {
 
 func newProxy(t testing.TB, target string) *proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return newProxyAt(t, "127.0.0.1:0", target)
+}
+
+// newProxyAt is newProxy listening on a given loopback address.
+func newProxyAt(t testing.TB, listen, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-
-	"github.com/dlock-go/dlock"
 )
 
 // A session closed from outside (with its ID and password, as Curator's
@@ -23,7 +21,7 @@ import (
 func TestSessionKilledFromOutside(t *testing.T) {
 	raw := endpoint(t, "DLOCK_ZK_URL", "session_timeout=4s")
 	adm := admin(t, raw)
-	d, l := lockerOn(t, raw, dlock.WithTTL(30*time.Second))
+	d, l := lockerOn(t, raw)
 	key := fmt.Sprintf("session-killed/%d", time.Now().UnixNano())
 	m, err := l.NewMutex(key)
 	if err != nil {
@@ -48,15 +46,14 @@ func TestSessionKilledFromOutside(t *testing.T) {
 }
 
 // A client cut off from the servers gives its locks up (Done closes)
-// before the server can expire its session, even with a TTL far longer
-// than the session timeout; when it reconnects after the expiry it gets a
-// new session and its node stays gone.
+// before the server can expire its session; when it reconnects after the
+// expiry it gets a new session and its node stays gone.
 func TestPartitionLosesBeforeExpiry(t *testing.T) {
 	raw := endpoint(t, "DLOCK_ZK_URL", "")
 	adm := admin(t, raw)
 	p := newProxy(t, hosts(t, raw)[0])
 	const T = 3 * time.Second
-	d, l := lockerOn(t, "zk://"+p.addr()+testPrefix+"?session_timeout="+T.String(), dlock.WithTTL(30*time.Second))
+	d, l := lockerOn(t, "zk://"+p.addr()+testPrefix+"?session_timeout="+T.String())
 	key := fmt.Sprintf("partition/%d", time.Now().UnixNano())
 	m, err := l.NewMutex(key)
 	if err != nil {

@@ -97,6 +97,7 @@ func TestFaults(t *testing.T) {
 		clientPartition(t, b, "9 ZooKeeper session expired (partition past the session timeout)", 3*b.TTL)
 	})
 	t.Run("10-consul-session-invalidated", func(t *testing.T) { consulInvalidated(t, consulB(t)) })
+	t.Run("11-zk-follower-isolated/zookeeper3", func(t *testing.T) { followerIsolated(t, zk3B(t)) })
 }
 
 // Scenario 10: the holder's Consul session is destroyed from outside. The

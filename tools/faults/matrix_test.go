@@ -35,6 +35,7 @@ func record(c cell) {
 type expect struct {
 	must   []string
 	canary []string
+	extra  []Check // checks of the scenario's own that must pass too
 }
 
 var allChecks = []string{"exclusion", "lost-updates", "stale-token", "monotone-tokens", "loss-before-expiry", "liveness"}
@@ -67,6 +68,14 @@ func judge(t *testing.T, scenario string, b Backend, h History, e expect) {
 			failed = append(failed, fmt.Sprintf("%s: %d (%s)", name, c.Violations, c.Detail))
 		}
 	}
+	var notes []string // what the scenario's own checks saw
+	for _, c := range e.extra {
+		if !c.OK() {
+			failed = append(failed, fmt.Sprintf("%s: %d (%s)", c.Name, c.Violations, c.Detail))
+		} else {
+			notes = append(notes, c.Name+": "+c.Detail)
+		}
+	}
 	var seen []string
 	for _, name := range e.canary {
 		if c := checks[name]; !c.OK() {
@@ -88,6 +97,7 @@ func judge(t *testing.T, scenario string, b Backend, h History, e expect) {
 		c.detail = strings.Join(seen, ", ")
 	default:
 		c.verdict = "pass"
+		c.detail = strings.Join(notes, "; ")
 	}
 	c.detail = strings.TrimPrefix(strings.Join([]string{c.detail, counts(h)}, "; "), "; ")
 	t.Logf("%s on %s: %s: %s", scenario, b.Name, c.verdict, c.detail)

@@ -51,6 +51,17 @@ const reportNotes = `
   ZooKeeper election after the cut takes 5-15 s: followers notice the
   leader's silence after syncLimit (5 s), and one that tries to follow the
   cut-off leader again waits initLimit (10 s) for it.
+- **11** runs a private peer-routed zookeeper3 too: worker 0 reaches only
+  one follower, the others only the leader and the other follower. While
+  worker 0 holds, every route to and from its follower is cut. The follower
+  goes on answering its clients from its own copy for syncLimit x tickTime
+  (5 s) while the leader expires worker 0's session (2 s) and grants the
+  lock on, so besides every usual check the cell requires worker 0's Done
+  to close before the next holder's Lock returns (done-before-next-grant).
+  The ZooKeeper backend confirms sessions and renewals only with a sync and
+  a read after it, which a cut-off follower does not answer; with local
+  reads the cell failed, Done closing about 4 s after the next Lock
+  returned.
 - **Liveness** is measured from the heal (kill, restart, resume) to the next
   acquisition, bounded by the backend's TTL, its expiry grace (Consul: 2×TTL)
   and a per-backend allowance for elections.

@@ -1,7 +1,9 @@
 package faults
 
 import (
+	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -391,4 +393,108 @@ func leaderIsolated(t *testing.T, b Backend) {
 	r.WaitFor(time.Minute, "10 writes after the heal", func(e Event) bool { return e.Mono > heal && after(e) })
 	t.Logf("10 writes after the heal after %v", time.Since(cutAt).Round(time.Millisecond))
 	judge(t, "8 leader isolated from its peers (peer routes cut)", b, r.Stop(), expect{must: allChecks})
+}
+
+// Scenario 11: a ZooKeeper client connected only to a follower that is cut
+// off from its peers (the peer routes of a private copy of the ensemble),
+// while clients on the leader's side wait for the same key. The cut-off
+// follower may go on answering its clients from its own copy of the data
+// for up to syncLimit x tickTime, while the leader expires the session,
+// deletes the holder's node and grants the lock on: the cut-off holder's
+// Done must close before the next holder's Lock returns. With fencing every
+// check passes; after the heal the cut-off client locks again.
+func followerIsolated(t *testing.T, b Backend) {
+	px := NewProxies()
+	defer px.Close()
+	cl := StartCluster(t, px, b.Name)
+	u, err := url.Parse(b.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader, err := cl.L.Leader(ctx(t), cl.T.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var follower string
+	var side []string // the leader's side: every node but the follower
+	for _, n := range cl.T.Nodes {
+		if n.Name != leader && follower == "" {
+			follower = n.Name
+			continue
+		}
+		side = append(side, n.Addr())
+	}
+	fn, _ := cl.T.Node(follower)
+	withQuery := func(hosts string) string {
+		s := u.Scheme + "://" + hosts
+		if u.RawQuery != "" {
+			s += "?" + u.RawQuery
+		}
+		return s
+	}
+	followerURL, sideURL := withQuery(fn.Addr()), withQuery(strings.Join(side, ","))
+	// The victim holds long enough to be caught holding when the leader's
+	// side grants the lock on, and to take its stale step after that.
+	r := Start(t, b, RunOptions{Workers: 3, Fenced: true, Hold: victimHold(4 * b.TTL),
+		URL: func(i int) string {
+			if i == 0 {
+				return followerURL
+			}
+			return sideURL
+		}})
+	victim := r.WaitFor(time.Minute, "the victim's read through the follower", isRead(0))
+	link, err := cl.Routes.Isolate(follower)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Heal(link) })
+	cutAt := time.Now()
+	if err := link.Cut(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("follower %s (leader %s) cut off from its peers while worker 0 holds token %d", follower, leader, victim.Token)
+	next := r.WaitFor(time.Minute, "the next holder on the leader's side",
+		func(e Event) bool { return e.Kind == EvAcquire && e.Worker != 0 && e.Token > victim.Token })
+	t.Logf("next holder (worker %d) acquired %v after the cut", next.Worker, time.Since(cutAt).Round(time.Millisecond))
+	r.WaitFor(time.Minute, "the victim's stale step", staleStep(victim))
+	if err := cl.Heal(link); err != nil {
+		t.Fatal(err)
+	}
+	r.Healed()
+	r.WaitFor(2*time.Minute, "the victim locking again after the heal",
+		func(e Event) bool { return e.Kind == EvAcquire && e.Worker == 0 && e.Token > victim.Token })
+	h := r.Stop()
+	judge(t, "11 ZooKeeper client on a follower cut off from its peers (fenced)", b, h,
+		expect{must: allChecks, extra: []Check{checkLossBeforeNext(h, victim)}})
+	if !rejected(h, victim) {
+		t.Errorf("%s: the cut-off holder's stale write was not rejected", b.Name)
+	}
+}
+
+// checkLossBeforeNext: the victim's Done closed before the next holder's
+// Lock returned.
+func checkLossBeforeNext(h History, victim Event) Check {
+	c := Check{Name: "done-before-next-grant"}
+	var lost, next *Event
+	for _, e := range sorted(h.Events) {
+		switch {
+		case lost == nil && e.Kind == EvLost && e.Worker == victim.Worker && e.Token == victim.Token:
+			lost = &e
+		case next == nil && e.Kind == EvAcquire && e.Worker != victim.Worker && e.Token > victim.Token:
+			next = &e
+		}
+	}
+	switch {
+	case next == nil:
+		c.Violations, c.Detail = 1, "no holder after the victim"
+	case lost == nil:
+		c.Violations, c.Detail = 1, fmt.Sprintf("worker %d never reported the loss of token %d", victim.Worker, victim.Token)
+	case lost.Mono >= next.Mono:
+		c.Violations = 1
+		c.Detail = fmt.Sprintf("worker %d's Done closed %v after worker %d's Lock returned (token %d)",
+			victim.Worker, time.Duration(lost.Mono-next.Mono).Round(time.Millisecond), next.Worker, next.Token)
+	default:
+		c.Detail = fmt.Sprintf("Done closed %v before the next Lock returned", time.Duration(next.Mono-lost.Mono).Round(time.Millisecond))
+	}
+	return c
 }
