@@ -38,8 +38,11 @@ func (s *suite) lockUnlock(t *testing.T) {
 	if !lease.Expires.After(after) {
 		t.Fatalf("Lease().Expires=%v is not in the future", lease.Expires)
 	}
-	if lease.Expires.After(before.Add(lease.TTL)) {
+	if !s.h.SessionLease && lease.Expires.After(before.Add(lease.TTL)) {
 		t.Fatalf("Lease().Expires is %v after the request was sent; want at most TTL %v", lease.Expires.Sub(before), lease.TTL)
+	}
+	if s.h.SessionLease && lease.Expires.After(after.Add(lease.TTL)) {
+		t.Fatalf("Lease().Expires is %v after Lock returned; want at most TTL %v", lease.Expires.Sub(after), lease.TTL)
 	}
 	if lease.Expires.After(time.Now().Add(lease.TTL)) {
 		t.Fatalf("Lease().Expires later than now+TTL")

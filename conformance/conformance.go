@@ -68,6 +68,13 @@ type Harness struct {
 	// kept alive by the watchdog. Zero means no limit.
 	MaxTTL time.Duration
 
+	// SessionLease marks a backend whose lease is a session's, kept alive
+	// by requests of its own (ZooKeeper): a hold's lease runs from the last
+	// request of the session the server confirmed (driver.Hold.Since),
+	// which may have been sent after Lock began. LockUnlock then bounds
+	// Lease().Expires by the end of Lock plus TTL instead of its start.
+	SessionLease bool
+
 	// InProcess marks a backend with no server (memory, file). It only
 	// exempts the Unreachable case.
 	InProcess bool
