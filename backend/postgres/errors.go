@@ -16,17 +16,18 @@ import (
 var ErrNotALockTable = errors.New("postgres: the table exists but is not a dlock lease table")
 
 // mapErr classifies a pgx error for the portable layer: the caller's
-// context errors as they are; errors that mean the server could not serve
+// context errors as they are (a deadline of pgx's own, connect_timeout, is
+// an outage); errors that mean the server could not serve
 // now (connection lost or refused, shutting down, starting up, too many
 // connections, a read-only standby, a statement or lock timeout, a
 // deadlock) as driver.ErrUnavailable; other server errors as plain errors;
 // everything that is not a server error (network, closed pool, connect
 // failures) as driver.ErrUnavailable.
-func mapErr(err error) error {
+func mapErr(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
 		return err
 	}
 	var pe *pgconn.PgError

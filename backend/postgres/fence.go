@@ -86,7 +86,7 @@ func (f *Fence) Check(ctx context.Context, tx Querier, key string, token dlock.T
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("%w: key %q has no lease in %s", dlock.ErrLockLost, key, f.n.tableQ)
 	case err != nil:
-		return fmt.Errorf("postgres: fence check of %q: %w", key, mapErr(err))
+		return fmt.Errorf("postgres: fence check of %q: %w", key, mapErr(ctx, err))
 	case dlock.Token(current) > token:
 		return fmt.Errorf("%w: %w", dlock.ErrLockLost, &fence.StaleError{Resource: key, Token: token, Highest: dlock.Token(current)})
 	case dlock.Token(current) != token:
@@ -104,7 +104,7 @@ func (f *Fence) Check(ctx context.Context, tx Querier, key string, token dlock.T
 func (f *Fence) Tx(ctx context.Context, db Beginner, key string, token dlock.Token, fn func(tx pgx.Tx) error) error {
 	tx, err := db.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("postgres: begin: %w", mapErr(err))
+		return fmt.Errorf("postgres: begin: %w", mapErr(ctx, err))
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if err := f.Check(ctx, tx, key, token); err != nil {
@@ -114,7 +114,7 @@ func (f *Fence) Tx(ctx context.Context, db Beginner, key string, token dlock.Tok
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("postgres: commit: %w", mapErr(err))
+		return fmt.Errorf("postgres: commit: %w", mapErr(ctx, err))
 	}
 	return nil
 }

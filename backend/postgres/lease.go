@@ -106,7 +106,7 @@ func (d *pgDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.H
 			err, remaining = nil, 0
 		}
 		if err != nil {
-			return driver.Hold{}, mapErr(err)
+			return driver.Hold{}, mapErr(ctx, err)
 		}
 		return driver.Hold{}, &driver.HeldError{Remaining: max(time.Duration(remaining)*time.Microsecond, time.Millisecond)}
 	case err != nil:
@@ -114,7 +114,7 @@ func (d *pgDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.H
 			// The statement may have run and the reply been lost: undo it.
 			d.cleanup(st)
 		}
-		return driver.Hold{}, mapErr(err)
+		return driver.Hold{}, mapErr(ctx, err)
 	case token == 0:
 		// Held. A lease that ends in less than a millisecond is reported
 		// as a millisecond, never as 0 ("unknown").
@@ -151,7 +151,7 @@ func (d *pgDriver) Release(ctx context.Context, h driver.Hold) error {
 func (d *pgDriver) release(ctx context.Context, st *state) error {
 	var n int64
 	if err := d.pool.QueryRow(ctx, d.sql.release, st.hash, st.owner, d.n.channel).Scan(&n); err != nil {
-		return mapErr(err)
+		return mapErr(ctx, err)
 	}
 	if n == 0 {
 		return fmt.Errorf("postgres: lease expired or taken over: %w", driver.ErrNotHeld)
@@ -169,7 +169,7 @@ func (d *pgDriver) Renew(ctx context.Context, h driver.Hold) (time.Duration, err
 	}
 	tag, err := d.pool.Exec(ctx, d.sql.renew, st.hash, st.owner, st.ttlUs)
 	if err != nil {
-		return 0, mapErr(err)
+		return 0, mapErr(ctx, err)
 	}
 	if tag.RowsAffected() != 1 {
 		return 0, fmt.Errorf("postgres: lease expired, taken over or removed: %w", driver.ErrNotHeld)

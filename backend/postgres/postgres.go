@@ -216,8 +216,11 @@ func parseURL(u *url.URL) (Options, *pgxpool.Config, error) {
 		return o, nil, fmt.Errorf("%w: %s: want %s://[user:password@]host[:port][/database][?params]",
 			driver.ErrInvalidURL, u.Redacted(), strings.ToLower(u.Scheme))
 	}
-	if _, err := driver.Hosts(u, defaultPort); err != nil {
-		return o, nil, err
+	// A host in the URL, or host= (a Unix socket directory, as libpq takes).
+	if u.Host != "" || !u.Query().Has("host") {
+		if _, err := driver.Hosts(u, defaultPort); err != nil {
+			return o, nil, err
+		}
 	}
 	p := driver.NewParams(u)
 	o.Table = p.String("table", "")
@@ -332,7 +335,7 @@ func prepareTable(ctx context.Context, pool *pgxpool.Pool, cfg Options) (names, 
 	}
 	// An existing table must be ours: every column this backend uses.
 	if _, err := pool.Exec(ctx, `SELECT key_hash, key, owner, token, metadata, expires FROM `+n.tableQ+` LIMIT 0`); err != nil {
-		if e := mapErr(err); errors.Is(e, driver.ErrUnavailable) || ctx.Err() != nil {
+		if e := mapErr(ctx, err); errors.Is(e, driver.ErrUnavailable) || ctx.Err() != nil {
 			return n, openErr(ctx, pool, err)
 		}
 		return n, fmt.Errorf("%w: %s: %v", ErrNotALockTable, n.tableQ, err)
@@ -363,7 +366,7 @@ func createTable(ctx context.Context, pool *pgxpool.Pool, n names) error {
 		return err
 	})
 	if err != nil {
-		if e := mapErr(err); errors.Is(e, driver.ErrUnavailable) || ctx.Err() != nil {
+		if e := mapErr(ctx, err); errors.Is(e, driver.ErrUnavailable) || ctx.Err() != nil {
 			return openErr(ctx, pool, err)
 		}
 		return fmt.Errorf("postgres: creating lease table %s: %w", n.tableQ, err)
@@ -386,7 +389,7 @@ func createTableSQL(n names) string {
 // keeping the context's error in the chain, unless the server answered
 // with a refusal (bad password, no such database), which is not transient.
 func openErr(ctx context.Context, pool *pgxpool.Pool, err error) error {
-	e := mapErr(err)
+	e := mapErr(ctx, err)
 	if !errors.Is(e, driver.ErrUnavailable) && ctx.Err() == nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
@@ -422,7 +425,7 @@ func (d *pgDriver) Watch(ctx context.Context, key string) (driver.Watch, error) 
 		if errors.Is(err, driver.ErrClosed) || (ctx.Err() != nil && errors.Is(err, ctx.Err())) {
 			return nil, err
 		}
-		return nil, mapErr(err)
+		return nil, mapErr(ctx, err)
 	}
 	return w, nil
 }
