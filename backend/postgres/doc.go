@@ -158,10 +158,11 @@
 // commit: an acquire and a release each write a row and wait for the WAL
 // to reach disk, where an advisory lock writes nothing (and promises
 // nothing past its connection; see above). The portable layer costs
-// little beside it (dlock against the driver alone). A deployment that
-// accepts losing the last leases in a server crash can set
-// options=-c%20synchronous_commit%3Doff in the URL; the figures above
-// keep it on.
+// little beside it (dlock against the driver alone). Setting
+// synchronous_commit off (options=-c%20synchronous_commit%3Doff in the URL)
+// removes the wait, at the price of the promises above: a server crash
+// could then forget the last leases and sequence values, so a lock could
+// be granted twice and tokens repeat. The figures keep it on.
 //
 // lockctl bench --backend postgres://... measures the same from the
 // command line, beside the other backends.

@@ -37,6 +37,12 @@ func TestParseURL(t *testing.T) {
 				}
 			}},
 		{raw: "postgres:///app?host=/var/run/postgresql&table=T%20x", table: "T x"},
+		{raw: "postgres://h/app?options=-c%20synchronous_commit%3Doff", table: DefaultTable,
+			check: func(t *testing.T, _ string, _ uint16, _ time.Duration, _ int32, rt map[string]string) {
+				if rt["options"] != "-c synchronous_commit=off" {
+					t.Errorf("options not passed to the server: %v", rt)
+				}
+			}},
 	} {
 		u, err := url.Parse(c.raw)
 		if err != nil {
