@@ -56,7 +56,7 @@
 //     refusing connections is dlock.ErrUnavailable: transient, retried by
 //     the watchdog until the validity window would close.
 //   - Waiting: the waiters of a Locker share one connection that LISTENs
-//     on the table's channel (taken out of the pool); a release notifies
+//     on the table's channel (its own, outside the pool); a release notifies
 //     the hex SHA-256 of its key, and the Locker wakes the waiters of that
 //     key. A waiter is also woken by its timer at the holder's remaining
 //     lease, since expiry notifies nothing. There is no polling at a fixed

@@ -26,8 +26,8 @@ const (
 // from the notified key to the watches on it. A release notifies the hex
 // SHA-256 of its key (a key itself may be too long for a payload).
 //
-// The connection is taken out of the pool (hijacked) by the first watch
-// and LISTENs before that watch is returned, so that no release committed
+// The connection is made by the first watch, with the pool's connection
+// settings but outside the pool, and LISTENs before that watch is returned, so that no release committed
 // after Watch returns is missed. When it breaks, every watch on it is
 // closed (the portable layer then re-watches, and its lease timer covers
 // the gap), and the next watch makes a new one.
@@ -142,11 +142,13 @@ func (l *listener) conn(ctx context.Context) (*listenConn, error) {
 	if lc != nil && !lc.isDead() {
 		return lc, nil // another watch made it meanwhile
 	}
-	pc, err := l.pool.Acquire(ctx)
+	// A connection of its own, made with the pool's connection settings,
+	// so that the pool keeps every connection it has: taking one out would
+	// make the pool open another on the path of the next acquire.
+	conn, err := pgx.ConnectConfig(ctx, l.pool.Config().ConnConfig)
 	if err != nil {
 		return nil, err
 	}
-	conn := pc.Hijack()
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
 		closeConn(conn)
 		return nil, fmt.Errorf("postgres: LISTEN: %w", err)

@@ -41,6 +41,10 @@ const seqSuffix = "_token_seq"
 // and never answers is reported as unavailable rather than waited for.
 const DefaultConnectTimeout = 5 * time.Second
 
+// DefaultMinConns is the number of connections a pool made from a URL
+// without pool_min_conns keeps open.
+const DefaultMinConns = 2
+
 // cleanupTimeout bounds the background release that undoes an acquire
 // whose outcome is unknown.
 const cleanupTimeout = 5 * time.Second
@@ -123,9 +127,10 @@ func newNames(schema, table string) names {
 
 // New returns a Locker that keeps its leases in a table of the database
 // pool connects to. The pool stays the caller's: closing the Locker does
-// not close it. Waiters listen on one connection taken out of the pool
-// (hijacked, so the pool opens another in its place), which the Locker
-// closes.
+// not close it. Waiters listen on one connection of the Locker's own, made
+// with the pool's connection settings (pool.Config().ConnConfig; the
+// pool's BeforeConnect and AfterConnect hooks do not run for it), which
+// the Locker closes.
 //
 // New talks to the server: it resolves the schema, creates the table and
 // its token sequence if they do not exist (see the package documentation),
@@ -255,6 +260,12 @@ func parseURL(u *url.URL) (Options, *pgxpool.Config, error) {
 	}
 	if _, ok := q["connect_timeout"]; !ok {
 		pcfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	if _, ok := q["pool_min_conns"]; !ok {
+		// A renewal that overlaps another call (an Unlock, a TryAcquire
+		// of another key) should not wait for a new connection: opening
+		// one costs several round trips.
+		pcfg.MinConns = DefaultMinConns
 	}
 	return o, pcfg, nil
 }
