@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/url"
+	"runtime"
 	"testing"
 	"time"
 
@@ -164,7 +165,9 @@ func TestOpenSilentServer(t *testing.T) {
 	addr := conformance.SilentServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	base := runtime.NumGoroutine()
 	l, err := dlock.Open(ctx, "postgres://dlock@"+addr+"/dlock?sslmode=disable&connect_timeout=1")
+	defer waitGoroutines(t, base, "after a failed Open")
 	if err == nil {
 		_ = l.Close()
 		t.Fatal("Open on a silent server succeeded")
@@ -407,5 +410,19 @@ func TestWatchBrokenConnection(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("new watch not woken by a release")
+	}
+}
+
+// waitGoroutines waits until no more than base goroutines run: nothing a
+// failed or closed Locker started may be left behind.
+func waitGoroutines(t *testing.T, base int, when string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%s: %d goroutines, want at most %d:\n%s", when, runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
