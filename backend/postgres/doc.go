@@ -64,6 +64,11 @@
 //     ping after 15 s of silence) closes its watches; dlock then watches
 //     again on a new one.
 //
+// Statements run in the pool's query execution mode (pgx's default
+// prepares each statement once per connection and caches it; set
+// default_query_exec_mode=exec in the URL, or in the pool's config, behind
+// a pooler in transaction mode).
+//
 // An acquire whose reply is lost (the connection broke after the statement
 // was sent) is undone in the background by the owner-checked release,
 // tried again after 100 ms and 1 s.
@@ -139,26 +144,27 @@
 //
 // Measured with PostgreSQL 15 (the launcher's defaults: fsync and
 // synchronous_commit on) on loopback, on a 2-core machine shared with
-// other builds (load average 5-7 during the run, so absolute times are
-// inflated and noisy), three runs each:
+// other builds (load average 4-6 during the run, so absolute times are
+// inflated and noisy; an earlier run of nearly the same code at a similar
+// load gave uncontended Lock+Unlock 0.87-1.09 ms), three runs each:
 //
 //	make up TOPOLOGIES=postgres; set -a; . .dlock/endpoints.env; set +a
 //	go test -run '^$' -bench . -benchmem -count 3 -benchtime 2s ./backend/postgres/
 //
 // BenchmarkConformance (the suite's, as every backend runs it):
 //
-//	Uncontended Lock+Unlock     0.87-1.09 ms   37 allocs
-//	ParallelKeys                1.19-1.56 ms   37 allocs
-//	Contended (8 over 2)        251-265 acquisitions/s, handoff p50 1.4-1.6 ms, p99 12.6-16.8 ms
+//	Uncontended Lock+Unlock     1.32-1.80 ms   37 allocs
+//	ParallelKeys                0.80-2.02 ms   37 allocs
+//	Contended (8 over 2)        171-184 acquisitions/s, handoff p50 1.9-2.9 ms, p99 15.6-21.3 ms
 //
-// BenchmarkLockUnlock, rotated in one loop: dlock 1.0-2.8 ms, this driver
-// alone (TryAcquire+Release) 0.97-2.5 ms, and the bare session advisory
+// BenchmarkLockUnlock, rotated in one loop: dlock 3.6-4.4 ms, this driver
+// alone (TryAcquire+Release) 3.7-4.4 ms, and the bare session advisory
 // lock (pg_advisory_lock + pg_advisory_unlock on one pooled connection)
-// 0.27-1.3 ms, i.e. 0.22-0.47 of dlock's throughput. The difference is the
+// 0.89-1.85 ms, i.e. 0.24-0.42 of dlock's throughput. The difference is the
 // commit: an acquire and a release each write a row and wait for the WAL
 // to reach disk, where an advisory lock writes nothing (and promises
 // nothing past its connection; see above). The portable layer costs
-// little beside it (dlock against the driver alone). Setting
+// nothing measurable beside it (dlock against the driver alone). Setting
 // synchronous_commit off (options=-c%20synchronous_commit%3Doff in the URL)
 // removes the wait, at the price of the promises above: a server crash
 // could then forget the last leases and sequence values, so a lock could

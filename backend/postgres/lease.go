@@ -67,13 +67,6 @@ const remainingExpr = `CASE WHEN h.expires > clock_timestamp()
     THEN greatest(1, ceil(extract(epoch FROM (h.expires - clock_timestamp())) * 1000000))::bigint
     ELSE 0 END`
 
-// oneTrip runs a statement in one round trip with parameter types taken
-// from the Go values ([]byte bytea, string text, int64 bigint), instead of
-// preparing it first on every connection of the pool: a renewal on a
-// connection that has not run one yet costs no extra round trip, and
-// nothing is cached per connection (poolers in transaction mode work).
-const oneTrip = pgx.QueryExecModeExec
-
 // keyHash is the primary key of key's row: a B-tree entry holds at most
 // about 2.7 kB, and keys may be up to driver.MaxKeyLen bytes. The key itself
 // is stored beside it.
@@ -103,12 +96,12 @@ func (d *pgDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.H
 	}
 	st := &state{hash: keyHash(req.Key), owner: req.Owner, ttlUs: micros(req.TTL)}
 	var token, remaining int64
-	err := d.pool.QueryRow(ctx, d.sql.acquire, oneTrip, st.hash, []byte(req.Key), st.owner, st.ttlUs).Scan(&token, &remaining)
+	err := d.pool.QueryRow(ctx, d.sql.acquire, st.hash, []byte(req.Key), st.owner, st.ttlUs).Scan(&token, &remaining)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		// Held by a row committed after this statement's snapshot was
 		// taken: read its lease with a fresh one.
-		err = d.pool.QueryRow(ctx, d.sql.remaining, oneTrip, st.hash).Scan(&remaining)
+		err = d.pool.QueryRow(ctx, d.sql.remaining, st.hash).Scan(&remaining)
 		if errors.Is(err, pgx.ErrNoRows) {
 			err, remaining = nil, 0
 		}
@@ -157,7 +150,7 @@ func (d *pgDriver) Release(ctx context.Context, h driver.Hold) error {
 // waiters of every Locker on the table.
 func (d *pgDriver) release(ctx context.Context, st *state) error {
 	var n int64
-	if err := d.pool.QueryRow(ctx, d.sql.release, oneTrip, st.hash, st.owner, d.n.channel).Scan(&n); err != nil {
+	if err := d.pool.QueryRow(ctx, d.sql.release, st.hash, st.owner, d.n.channel).Scan(&n); err != nil {
 		return mapErr(ctx, err)
 	}
 	if n == 0 {
@@ -174,7 +167,7 @@ func (d *pgDriver) Renew(ctx context.Context, h driver.Hold) (time.Duration, err
 	if err != nil {
 		return 0, err
 	}
-	tag, err := d.pool.Exec(ctx, d.sql.renew, oneTrip, st.hash, st.owner, st.ttlUs)
+	tag, err := d.pool.Exec(ctx, d.sql.renew, st.hash, st.owner, st.ttlUs)
 	if err != nil {
 		return 0, mapErr(ctx, err)
 	}
