@@ -108,3 +108,34 @@ func TestBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// postgresql:// is the same backend as postgres://.
+func TestSchemePostgresql(t *testing.T) {
+	e := newEnv(t)
+	u, err := url.Parse(e.raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Scheme = SchemeLong
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := dlock.Open(ctx, u.String()+"&ttl=30s")
+	if err != nil {
+		t.Fatalf("Open(%s): %v", u.Redacted(), err)
+	}
+	defer l.Close()
+	m := mustMutex(t, l, "k")
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Lease().TTL; got != 30*time.Second {
+		t.Errorf("lease %v; want the URL's ttl=30s", got)
+	}
+	other := mustMutex(t, e.locker(t), "k")
+	if err := other.TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryLock through postgres:// on a key held through postgresql://: %v; want ErrNotAcquired", err)
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
