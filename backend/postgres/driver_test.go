@@ -431,3 +431,40 @@ func waitGoroutines(t *testing.T, base int, when string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A listening connection that stops answering (a partition: the
+// connection stays open, nothing gets through) is found out by its ping
+// and its watches are closed.
+func TestWatchSilentConnection(t *testing.T) {
+	e := newEnv(t)
+	e.driver(t) // create the table directly, not through the proxy
+	p := newDropProxy(t, e.serverAddr(t))
+	d, err := openRaw(testenv.Context(t, 30*time.Second), e.via(t, p.addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	d.lis.pingInterval, d.lis.pingTimeout = 200*time.Millisecond, 200*time.Millisecond
+	ctx := testenv.Context(t, time.Minute)
+	w, err := d.Watch(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	time.Sleep(600 * time.Millisecond) // pings answered: the watch stays
+	select {
+	case _, open := <-w.Changed():
+		t.Fatalf("watch on a live connection ended (open=%v)", open)
+	default:
+	}
+	p.block()
+	select {
+	case _, open := <-w.Changed():
+		if open {
+			t.Fatal("a silent listening connection sent a change instead of closing the watch")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("watch not closed although its connection stopped answering pings")
+	}
+	p.unblock()
+}

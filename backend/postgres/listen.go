@@ -36,6 +36,8 @@ type listener struct {
 	channel string
 	dial    chan struct{} // a one-slot semaphore: one dial at a time
 
+	pingInterval, pingTimeout time.Duration
+
 	mu     sync.Mutex
 	cur    *listenConn
 	closed bool
@@ -43,7 +45,8 @@ type listener struct {
 }
 
 func newListener(pool *pgxpool.Pool, channel string) *listener {
-	return &listener{pool: pool, channel: channel, dial: make(chan struct{}, 1)}
+	return &listener{pool: pool, channel: channel, dial: make(chan struct{}, 1),
+		pingInterval: pingInterval, pingTimeout: pingTimeout}
 }
 
 // listenConn is one listening connection and the watches on it.
@@ -191,7 +194,7 @@ func (lc *listenConn) receive() {
 	defer closeConn(lc.conn)
 	defer lc.kill()
 	for {
-		wctx, cancel := context.WithTimeout(lc.ctx, pingInterval)
+		wctx, cancel := context.WithTimeout(lc.ctx, lc.l.pingInterval)
 		n, err := lc.conn.WaitForNotification(wctx)
 		cancel()
 		if err == nil {
@@ -201,7 +204,7 @@ func (lc *listenConn) receive() {
 		if lc.ctx.Err() != nil || lc.conn.IsClosed() || !errors.Is(err, context.DeadlineExceeded) {
 			return
 		}
-		pctx, cancel := context.WithTimeout(lc.ctx, pingTimeout)
+		pctx, cancel := context.WithTimeout(lc.ctx, lc.l.pingTimeout)
 		err = lc.conn.Ping(pctx)
 		cancel()
 		if err != nil {

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -10,11 +9,13 @@ import (
 // dropProxy forwards TCP connections on loopback to a server and can drop
 // them all at once, as a server restart or a broken network does: drop
 // closes every open connection and makes new ones fail until restore.
+// block holds every byte instead, connections open, as a partition does.
 type dropProxy struct {
 	ln     net.Listener
 	target string
 
 	mu      sync.Mutex
+	gate    chan struct{} // closed while bytes flow
 	down    bool
 	conns   map[net.Conn]struct{}
 	wg      sync.WaitGroup
@@ -27,7 +28,8 @@ func newDropProxy(t testing.TB, target string) *dropProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &dropProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &dropProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, gate: make(chan struct{})}
+	close(p.gate)
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
@@ -67,9 +69,24 @@ func (p *dropProxy) accept() {
 		p.mu.Unlock()
 		pipe := func(dst, src net.Conn) {
 			defer p.wg.Done()
-			_, _ = io.Copy(dst, src)
-			_ = dst.Close()
-			_ = src.Close()
+			defer dst.Close()
+			defer src.Close()
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := src.Read(buf)
+				if n > 0 {
+					p.mu.Lock()
+					gate := p.gate
+					p.mu.Unlock()
+					<-gate
+					if _, werr := dst.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
 		}
 		go pipe(c, s)
 		go pipe(s, c)
@@ -87,6 +104,27 @@ func (p *dropProxy) drop() {
 	p.conns = map[net.Conn]struct{}{}
 }
 
+// block holds every byte from now on, in both directions, until unblock.
+func (p *dropProxy) block() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.gate:
+		p.gate = make(chan struct{})
+	default:
+	}
+}
+
+func (p *dropProxy) unblock() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.gate:
+	default:
+		close(p.gate)
+	}
+}
+
 func (p *dropProxy) restore() {
 	p.mu.Lock()
 	p.down = false
@@ -99,5 +137,6 @@ func (p *dropProxy) close() {
 	p.mu.Unlock()
 	_ = p.ln.Close()
 	p.drop()
+	p.unblock()
 	p.wg.Wait()
 }
