@@ -174,7 +174,7 @@
 //	Uncontended           1.12-1.50 ms    0.52-0.69 ms
 //	LockUnlock dlock      0.95-1.28 ms    0.36-0.37 ms
 //	LockUnlock bare       0.35-0.57 ms    0.21-0.30 ms
-//	bare/dlock            0.37-0.44       0.56-0.60
+//	bare/dlock            0.37-0.44       0.56-0.83
 //
 // Off costs the promises above: a server crash could forget the last
 // leases and sequence values, so a lock could be granted twice and tokens
