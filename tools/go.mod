@@ -70,6 +70,7 @@ require (
 	github.com/dlock-go/dlock v0.0.0-00010101000000-000000000000
 	github.com/dlock-go/dlock/backend/consul v0.0.0-00010101000000-000000000000
 	github.com/dlock-go/dlock/backend/etcd v0.0.0-00010101000000-000000000000
+	github.com/dlock-go/dlock/backend/postgres v0.0.0-00010101000000-000000000000
 	github.com/dlock-go/dlock/backend/zookeeper v0.0.0-00010101000000-000000000000
 )
 
@@ -79,5 +80,6 @@ replace (
 	github.com/dlock-go/dlock => ../
 	github.com/dlock-go/dlock/backend/consul => ../backend/consul
 	github.com/dlock-go/dlock/backend/etcd => ../backend/etcd
+	github.com/dlock-go/dlock/backend/postgres => ../backend/postgres
 	github.com/dlock-go/dlock/backend/zookeeper => ../backend/zookeeper
 )

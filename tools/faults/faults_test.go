@@ -13,6 +13,7 @@ import (
 
 	_ "github.com/dlock-go/dlock/backend/consul"
 	_ "github.com/dlock-go/dlock/backend/etcd"
+	_ "github.com/dlock-go/dlock/backend/postgres"
 	_ "github.com/dlock-go/dlock/backend/redis"
 	_ "github.com/dlock-go/dlock/backend/redlock"
 	_ "github.com/dlock-go/dlock/backend/zookeeper"
@@ -59,13 +60,19 @@ func consulB(t *testing.T) Backend {
 	return Backend{Name: "consul", URL: testenv.Endpoint(t, "DLOCK_CONSUL_URL") + "?lockdelay=1s", TTL: 10 * time.Second, Grace: 10 * time.Second, Liveness: 6 * time.Second}
 }
 
+// postgresB keeps its leases in a table of the suite's own (the keys of
+// every run are distinct).
+func postgresB(t *testing.T) Backend {
+	return Backend{Name: "postgres", URL: testenv.Endpoint(t, "DLOCK_POSTGRES_URL") + "&table=dlock_faults", TTL: time.Second, Liveness: 2 * time.Second}
+}
+
 // TestFaults runs the matrix: scenario × backend. Subtests run one at a
 // time: several kill shared servers.
 func TestFaults(t *testing.T) {
 	common := map[string]func(*testing.T) Backend{
-		"redis": redisB, "redlock": redlockB, "etcd": etcdB, "zookeeper": zkB, "consul": consulB,
+		"redis": redisB, "redlock": redlockB, "etcd": etcdB, "zookeeper": zkB, "consul": consulB, "postgres": postgresB,
 	}
-	order := []string{"redis", "redlock", "etcd", "zookeeper", "consul"}
+	order := []string{"redis", "redlock", "etcd", "zookeeper", "consul", "postgres"}
 	for _, name := range order {
 		mk := common[name]
 		t.Run("1-baseline/"+name, func(t *testing.T) { baseline(t, mk(t)) })
@@ -85,6 +92,7 @@ func TestFaults(t *testing.T) {
 		})
 	}
 	t.Run("6-redis-restart", func(t *testing.T) { redisRestart(t, redisB(t)) })
+	t.Run("6b-restart/postgres", func(t *testing.T) { postgresRestart(t, postgresB(t)) })
 	t.Run("7a-redlock-minority-down", func(t *testing.T) { redlockMinorityDown(t, redlockB(t)) })
 	t.Run("7b-redlock-majority-down", func(t *testing.T) { redlockMajorityDown(t, redlockB(t)) })
 	t.Run("7c-redlock-restart-empty", func(t *testing.T) { redlockRestartEmpty(t, redlockB(t)) })

@@ -16,6 +16,10 @@ const reportNotes = `
   violated, as expected); fencing keeps the data right anyway: the stale
   holder's write is rejected and nothing is lost, because the fencing counter
   is seeded from the server's TIME and so never goes back.
+- **6b** kills PostgreSQL (SIGKILL, a crash) while a lock is held and starts
+  it again: a committed lease comes back with crash recovery and its expiry
+  ran on the server's clock meanwhile, so every check passes, fenced or not;
+  the holder's renewals fail while the server is down and are retried.
 - **7c, fenced**: a Redlock master restarted empty while it carried a hold
   hands the lock to a second client; the two-phase token (and the emptied
   master's TIME-seeded counter) keeps tokens monotone, so the stale write is

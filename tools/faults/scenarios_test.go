@@ -263,6 +263,35 @@ func redisRestart(t *testing.T, b Backend) {
 	}
 }
 
+// Scenario 6b: PostgreSQL killed (SIGKILL: a crash, not a shutdown) and
+// started again while a lock is held. A committed lease is in the WAL, so
+// crash recovery brings it back and its expiry ran on the server's clock
+// meanwhile: nobody else acquires before it ends, and every check passes,
+// fenced or not. The holder's renewals fail while the server is down
+// (unavailable, retried); if it stays down past the validity window, the
+// holder reports the loss before its lease can end.
+func postgresRestart(t *testing.T, b Backend) {
+	b.TTL = 3 * time.Second
+	for _, fenced := range []bool{false, true} {
+		r := Start(t, b, RunOptions{Workers: 3, Fenced: fenced, Hold: victimHold(2 * time.Second)})
+		// Every worker must have opened its Locker before the kill (a
+		// worker whose Open fails exits): wait until each has held the
+		// lock once, then for a hold of the victim's after that.
+		var opened int64
+		for _, w := range []int{1, 2} {
+			opened = max(opened, r.WaitFor(time.Minute, fmt.Sprintf("worker %d's first hold", w),
+				func(e Event) bool { return e.Kind == EvAcquire && e.Worker == w }).Mono)
+		}
+		victim := r.WaitFor(time.Minute, "the victim's read", func(e Event) bool { return isRead(0)(e) && e.Mono > opened })
+		kill(t, "postgres")
+		start(t, "postgres")
+		r.Healed() // liveness counts from the server being back
+		r.WaitFor(time.Minute, "the victim's step", staleStep(victim))
+		r.WaitFor(time.Minute, "a write by the next holder", writeAfter(victim))
+		judge(t, "6b PostgreSQL killed and restarted during a hold"+fencedLabel(fenced), b, r.Stop(), expect{must: allChecks})
+	}
+}
+
 // Scenario 7a: Redlock with 2 of 5 masters down works and stays correct.
 func redlockMinorityDown(t *testing.T, b Backend) {
 	kill(t, "redlock-4", "redlock-5")

@@ -7,6 +7,7 @@ import (
 	_ "github.com/dlock-go/dlock/backend/etcd"      // etcd://
 	_ "github.com/dlock-go/dlock/backend/file"      // file://
 	_ "github.com/dlock-go/dlock/backend/memory"    // mem://
+	_ "github.com/dlock-go/dlock/backend/postgres"  // postgres://, postgresql://
 	_ "github.com/dlock-go/dlock/backend/redis"     // redis://, rediss://, redis+cluster://, redis+sentinel://
 	_ "github.com/dlock-go/dlock/backend/redlock"   // redlock://
 	_ "github.com/dlock-go/dlock/backend/zookeeper" // zk://

@@ -15,7 +15,7 @@ func TestHelp(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--help"}, []string{"lockctl run", "lockctl demo", "lockctl bench", "file:///dir", "redis://", "redlock://", "etcd://", "zk://", "consul://", "DLOCK_URL", "75", "76"}},
+		{[]string{"--help"}, []string{"lockctl run", "lockctl demo", "lockctl bench", "file:///dir", "redis://", "redlock://", "etcd://", "zk://", "consul://", "postgres://", "DLOCK_URL", "75", "76"}},
 		{[]string{"help"}, []string{"lockctl run"}},
 		{[]string{"help", "run"}, []string{"Usage: lockctl run", "--wait", "--ttl", "--on-lost", "--grace", "--backend", "DLOCK_TOKEN", "DLOCK_KEY", "64", "69", "75", "76", "127"}},
 		{[]string{"run", "--help"}, []string{"Usage: lockctl run"}},

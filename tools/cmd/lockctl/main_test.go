@@ -63,6 +63,8 @@ var backends = []backend{
 	// Consul sessions last at least 10s; with no lock-delay a lock is free
 	// as soon as its session ends.
 	{name: "consul", envVar: "DLOCK_CONSUL_URL", query: "lockdelay=0s", ttl: 10 * time.Second},
+	// A table of lockctl's own on the shared server.
+	{name: "postgres", envVar: "DLOCK_POSTGRES_URL", query: "table=dlock_lockctl_test", ttl: time.Second},
 }
 
 // forEachBackend runs fn as a subtest per backend with its URL.

@@ -47,11 +47,13 @@ var known = []struct{ scheme, example, text string }{
 	{"etcd", "etcd://host:2379", "etcd leases"},
 	{"zk", "zk://host:2181", "ZooKeeper ephemeral sequential znodes"},
 	{"consul", "consul://host:8500", "Consul sessions"},
+	{"postgres", "postgres://user:pw@host:5432/db", "PostgreSQL lease rows; also postgresql://"},
 }
 
 // variants are schemes shown under another's line.
 var variants = map[string]bool{
 	"rediss": true, "redis+cluster": true, "rediss+cluster": true, "redis+sentinel": true, "rediss+sentinel": true,
+	"postgresql": true,
 }
 
 // schemeLines lists the registered backends for the help text.

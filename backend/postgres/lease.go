@@ -1,0 +1,210 @@
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// statements are the SQL of one lease table. Each is a single statement
+// (one implicit transaction).
+type statements struct {
+	acquire, remaining, release, renew string
+}
+
+// newStatements builds the SQL for n. Parameters: $1 key_hash, $2 key,
+// $3 owner, $4 TTL in microseconds; release adds $4 the channel.
+//
+// Acquire inserts the row, or takes over an expired one, and returns its
+// token; a key held by someone else returns no row from the insert and the
+// holder's remaining lease, in microseconds on the server's clock, from the
+// second branch. The token of a takeover is drawn by the UPDATE, after the
+// row is locked, so it is greater than every token drawn before the
+// previous holder's commit. The token in VALUES, drawn before any wait,
+// is used only for a key with no row; release therefore never deletes rows
+// (an operator who deletes one gives up only this argument for that key,
+// not the sequence's order).
+func newStatements(n names) statements {
+	return statements{
+		acquire: `WITH got AS (
+    INSERT INTO ` + n.tableQ + ` AS l (key_hash, key, owner, token, metadata, expires)
+    VALUES ($1, $2, $3, nextval('` + n.seqQ + `'), '', clock_timestamp() + $4::bigint * interval '1 microsecond')
+    ON CONFLICT (key_hash) DO UPDATE
+        SET key = EXCLUDED.key, owner = EXCLUDED.owner, token = nextval('` + n.seqQ + `'),
+            metadata = EXCLUDED.metadata, expires = clock_timestamp() + $4::bigint * interval '1 microsecond'
+        WHERE l.expires <= clock_timestamp()
+    RETURNING l.token
+)
+SELECT token, 0::bigint FROM got
+UNION ALL
+SELECT 0, ` + remainingExpr + `
+FROM ` + n.tableQ + ` h WHERE h.key_hash = $1 AND NOT EXISTS (SELECT 1 FROM got)`,
+
+		remaining: `SELECT ` + remainingExpr + ` FROM ` + n.tableQ + ` h WHERE h.key_hash = $1`,
+
+		release: `WITH r AS (
+    UPDATE ` + n.tableQ + ` SET expires = '-infinity'
+    WHERE key_hash = $1 AND owner = $2 AND expires > clock_timestamp()
+    RETURNING key_hash
+)
+SELECT count(*) FROM r CROSS JOIN LATERAL pg_notify($3, encode(r.key_hash, 'hex'))`,
+
+		renew: `UPDATE ` + n.tableQ + ` SET expires = clock_timestamp() + $3::bigint * interval '1 microsecond'
+WHERE key_hash = $1 AND owner = $2 AND expires > clock_timestamp()`,
+	}
+}
+
+// remainingExpr is the lease left on row h in microseconds, at least 1 (a
+// lease that just ran out is about to be free); 0 when h has expired.
+const remainingExpr = `CASE WHEN h.expires > clock_timestamp()
+    THEN greatest(1, ceil(extract(epoch FROM (h.expires - clock_timestamp())) * 1000000))::bigint
+    ELSE 0 END`
+
+// keyHash is the primary key of key's row: a B-tree entry holds at most
+// about 2.7 kB, and keys may be up to driver.MaxKeyLen bytes. The key itself
+// is stored beside it.
+func keyHash(key string) []byte {
+	sum := sha256.Sum256([]byte(key))
+	return sum[:]
+}
+
+// keyID is what a release notifies: the key hash in hex.
+func keyID(key string) string { return hex.EncodeToString(keyHash(key)) }
+
+// micros rounds d up to whole microseconds, the resolution of timestamptz.
+func micros(d time.Duration) int64 {
+	return int64((d + time.Microsecond - 1) / time.Microsecond)
+}
+
+// state is what a Hold carries between TryAcquire, Renew and Release.
+type state struct {
+	hash  []byte
+	owner string
+	ttlUs int64
+}
+
+func (d *pgDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hold, error) {
+	if err := d.check(ctx); err != nil {
+		return driver.Hold{}, err
+	}
+	st := &state{hash: keyHash(req.Key), owner: req.Owner, ttlUs: micros(req.TTL)}
+	var token, remaining int64
+	err := d.pool.QueryRow(ctx, d.sql.acquire, st.hash, []byte(req.Key), st.owner, st.ttlUs).Scan(&token, &remaining)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		// Held by a row committed after this statement's snapshot was
+		// taken: read its lease with a fresh one.
+		err = d.pool.QueryRow(ctx, d.sql.remaining, st.hash).Scan(&remaining)
+		if errors.Is(err, pgx.ErrNoRows) {
+			err, remaining = nil, 0
+		}
+		if err != nil {
+			return driver.Hold{}, mapErr(ctx, err)
+		}
+		return driver.Hold{}, &driver.HeldError{Remaining: max(time.Duration(remaining)*time.Microsecond, time.Millisecond)}
+	case err != nil:
+		if !answered(err) {
+			// The statement may have run and the reply been lost: undo it.
+			d.cleanup(st)
+		}
+		return driver.Hold{}, mapErr(ctx, err)
+	case token == 0:
+		// Held. A lease that ends in less than a millisecond is reported
+		// as a millisecond, never as 0 ("unknown").
+		return driver.Hold{}, &driver.HeldError{Remaining: max(time.Duration(remaining)*time.Microsecond, time.Millisecond)}
+	}
+	return driver.Hold{
+		Token: uint64(token),
+		TTL:   time.Duration(st.ttlUs) * time.Microsecond,
+		State: st,
+	}, nil
+}
+
+func stateOf(h driver.Hold) (*state, error) {
+	st, ok := h.State.(*state)
+	if !ok || st == nil {
+		return nil, fmt.Errorf("postgres: hold not made by this backend: %w", driver.ErrNotHeld)
+	}
+	return st, nil
+}
+
+func (d *pgDriver) Release(ctx context.Context, h driver.Hold) error {
+	if err := d.check(ctx); err != nil {
+		return err
+	}
+	st, err := stateOf(h)
+	if err != nil {
+		return err
+	}
+	return d.release(ctx, st)
+}
+
+// release ends st's lease if it is still current, and notifies the
+// waiters of every Locker on the table.
+func (d *pgDriver) release(ctx context.Context, st *state) error {
+	var n int64
+	if err := d.pool.QueryRow(ctx, d.sql.release, st.hash, st.owner, d.n.channel).Scan(&n); err != nil {
+		return mapErr(ctx, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("postgres: lease expired or taken over: %w", driver.ErrNotHeld)
+	}
+	return nil
+}
+
+func (d *pgDriver) Renew(ctx context.Context, h driver.Hold) (time.Duration, error) {
+	if err := d.check(ctx); err != nil {
+		return 0, err
+	}
+	st, err := stateOf(h)
+	if err != nil {
+		return 0, err
+	}
+	tag, err := d.pool.Exec(ctx, d.sql.renew, st.hash, st.owner, st.ttlUs)
+	if err != nil {
+		return 0, mapErr(ctx, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return 0, fmt.Errorf("postgres: lease expired, taken over or removed: %w", driver.ErrNotHeld)
+	}
+	return time.Duration(st.ttlUs) * time.Microsecond, nil
+}
+
+// cleanup releases st in the background, for an acquire whose outcome is
+// unknown. The release is owner-checked: it never ends someone else's lease.
+func (d *pgDriver) cleanup(st *state) {
+	d.bgMu.Lock()
+	defer d.bgMu.Unlock()
+	if d.bgDone {
+		return // closing: the lease, if any, runs out by itself
+	}
+	d.bgWG.Add(1)
+	go func() {
+		defer d.bgWG.Done()
+		ctx, cancel := context.WithTimeout(d.bg, cleanupTimeout)
+		defer cancel()
+		for _, wait := range cleanupRetries {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return
+			}
+			// A stalled server may run the lost statement after this
+			// release: look again a little later, until something was
+			// released or time is up.
+			if d.release(ctx, st) == nil {
+				return
+			}
+		}
+	}()
+}
+
+// cleanupRetries are the pauses before each release attempt of a cleanup.
+var cleanupRetries = []time.Duration{0, 100 * time.Millisecond, time.Second}
