@@ -142,6 +142,15 @@ func (d *zkDriver) Close() error {
 		}
 		close(d.closed)
 		if d.own {
+			// go-zookeeper lets a request that Close ends read its
+			// response while the receiver may still be decoding into it
+			// (a data race): first let every request still on the wire,
+			// such as one whose caller stopped waiting, be answered. The
+			// server answers a session's requests in order, so one round
+			// trip is enough.
+			bctx, cancel := context.WithTimeout(context.Background(), min(d.sessionTimeout(), 2*time.Second))
+			_, _ = call(bctx, func() (bool, error) { ok, _, err := d.conn.Exists("/"); return ok, err })
+			cancel()
 			d.conn.Close()
 			d.wg.Wait()
 		}
