@@ -75,12 +75,6 @@ func (h *hold) leaseNow() Lease {
 	return h.lease
 }
 
-func (h *hold) ended() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.isEnded
-}
-
 // endCause is why the hold ended; nil while it has not.
 func (h *hold) endCause() error {
 	h.mu.Lock()

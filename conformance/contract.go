@@ -326,25 +326,31 @@ func (s *suite) holdCause(t *testing.T) {
 	// Broken from outside, inside Do.
 	key := s.key(t, "broken")
 	m = mustMutex(t, l, key, dlock.WithTTL(ttl))
-	var cause error
+	var cause, failed error
 	err := dlock.Do(ctx, m, func(ctx context.Context) error {
-		if err := m.Err(); err != nil {
-			return fmt.Errorf("Err while held in Do: %v", err)
-		}
-		if err := s.h.BreakLease(ctx, key); err != nil {
-			return fmt.Errorf("BreakLease: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(ttl + s.h.ExpiryGrace + slack):
-			return errors.New("Do's context not cancelled after the lease was broken")
-		}
-		cause = context.Cause(ctx)
-		if got := m.Err(); got != cause {
-			return fmt.Errorf("Err %v differs from context.Cause %v", got, cause)
-		}
-		return nil
+		failed = func() error {
+			if err := m.Err(); err != nil {
+				return fmt.Errorf("while held in Do, Err = %v; want nil", err)
+			}
+			if err := s.h.BreakLease(ctx, key); err != nil {
+				return fmt.Errorf("BreakLease: %w", err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(ttl + s.h.ExpiryGrace + slack):
+				return errors.New("the context of Do not cancelled after the lease was broken")
+			}
+			cause = context.Cause(ctx)
+			if got := m.Err(); got != cause {
+				return fmt.Errorf("after the break, Err = %v differs from context.Cause %v", got, cause)
+			}
+			return nil
+		}()
+		return failed
 	})
+	if failed != nil {
+		t.Fatal(failed)
+	}
 	if !errors.Is(err, dlock.ErrLockLost) {
 		t.Fatalf("Do with a broken lease: %v; want ErrLockLost", err)
 	}
@@ -414,7 +420,7 @@ func (s *suite) pausedHold(t *testing.T) {
 			failed = func() error {
 				exp := m.Lease().Expires
 				if dl, ok := ctx.Deadline(); !ok || !dl.Equal(exp) {
-					return fmt.Errorf("Deadline of Do's context = %v, %v; want the lease's end %v", dl, ok, exp)
+					return fmt.Errorf("the Deadline of Do's context = %v, %v; want the lease's end %v", dl, ok, exp)
 				}
 				// Sleep until shortly before the watchdog's moment (a tenth of
 				// the TTL before Expires), then be stopped until after Expires.
