@@ -23,7 +23,7 @@
 //
 // The cases, each a subtest of Run: LockUnlock, TryLockHeld, Exclusion,
 // Fencing, Expiry, Renew, AutoRenew, Context, Handoff, Keys, Misuse, Close,
-// Unavailable, BrokenLease, ManyKeys, and the portable contract's: PanicInDo,
+// Unavailable, BrokenLease, ManyKeys, and the portable contract's: OpenErrors, PanicInDo,
 // CloseRace, LockTimeoutClass, UnlockAfterTakeover, LocksAfterLoss,
 // HoldCause, PausedHold. RunBenchmarks measures the same
 // backend: uncontended Lock+Unlock, parallel distinct keys, and contended
@@ -77,6 +77,11 @@ type Harness struct {
 	// the server. Lock and TryLock on it must fail with ErrUnavailable.
 	UnreachableClient func(ctx context.Context, addr string) (dlock.Locker, error)
 
+	// URL is a URL dlock.Open accepts for this backend (its own
+	// parameters may be set; ttl and autorenew must not be). The
+	// OpenErrors case adds bad parameters to it.
+	URL string
+
 	// CloseRounds is how many times the CloseRace case races calls against
 	// Close (default 20; more for in-process backends, fewer for slow
 	// servers).
@@ -99,8 +104,8 @@ const slack = 5 * time.Second
 
 // Run runs every conformance case as a subtest of t.
 func Run(t *testing.T, h Harness) {
-	if h.NewLocker == nil || h.BreakLease == nil {
-		t.Fatal("conformance: Harness needs NewLocker and BreakLease")
+	if h.NewLocker == nil || h.BreakLease == nil || h.URL == "" {
+		t.Fatal("conformance: Harness needs NewLocker, BreakLease and URL")
 	}
 	if h.Unreachable == nil && !h.InProcess {
 		t.Fatal("conformance: Harness needs Unreachable unless InProcess")
@@ -126,6 +131,7 @@ func Run(t *testing.T, h Harness) {
 		{"Unavailable", false, s.unavailable},
 		{"BrokenLease", true, s.brokenLease},
 		{"ManyKeys", false, s.manyKeys},
+		{"OpenErrors", false, s.openErrors},
 		{"PanicInDo", false, s.panicInDo},
 		{"CloseRace", false, s.closeRace},
 		{"LockTimeoutClass", false, s.lockTimeoutClass},

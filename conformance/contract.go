@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,60 @@ import (
 // with the URL nor depend on a race: panics in Do, Close racing calls in
 // flight, the error classes, the cause of a hold's end, and the clock
 // check of Do's context.
+
+// Case: Open's errors are of one class on every backend: a bad parameter
+// is ErrInvalidURL (and ErrInvalidOption when its value is out of range),
+// an unknown one is named with every parameter the URL may carry, the
+// message says dlock once, and a cancelled context is wrapped like any
+// other error.
+func (s *suite) openErrors(t *testing.T) {
+	ctx := ctxFor(t, 30*time.Second)
+	with := func(param string) string {
+		if strings.Contains(s.h.URL, "?") {
+			return s.h.URL + "&" + param
+		}
+		return s.h.URL + "?" + param
+	}
+	open := func(u string) error {
+		t.Helper()
+		l, err := dlock.Open(ctx, u)
+		if err == nil {
+			_ = l.Close()
+			t.Fatalf("Open(%q) succeeded; want an error", u)
+		}
+		if !strings.HasPrefix(err.Error(), "dlock: open ") || strings.Count(err.Error(), "dlock") != 1 {
+			t.Fatalf("Open(%q): %q; want one \"dlock: open SCHEME: ...\" message that says dlock once", u, err)
+		}
+		return err
+	}
+	if err := open(with("tll=5s")); !errors.Is(err, dlock.ErrInvalidURL) ||
+		!strings.Contains(err.Error(), "tll") || !strings.Contains(err.Error(), "ttl") || !strings.Contains(err.Error(), "autorenew") {
+		t.Fatalf("Open with an unknown parameter: %v; want ErrInvalidURL naming it and the known ones, ttl and autorenew among them", err)
+	}
+	if err := open(with("ttl=abc")); !errors.Is(err, dlock.ErrInvalidURL) {
+		t.Fatalf("Open with ttl=abc: %v; want ErrInvalidURL", err)
+	}
+	if err := open(with("ttl=0s")); !errors.Is(err, dlock.ErrInvalidURL) || !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Fatalf("Open with ttl=0s: %v; want ErrInvalidURL and ErrInvalidOption", err)
+	}
+	cctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	l, err := dlock.Open(cctx, s.h.URL)
+	if err == nil {
+		_ = l.Close()
+		t.Fatal("Open with a cancelled context succeeded")
+	}
+	if !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), "dlock: open ") {
+		t.Fatalf("Open with a cancelled context: %q; want context.Canceled, wrapped as \"dlock: open SCHEME: ...\"", err)
+	}
+	l, err = dlock.Open(ctx, s.h.URL)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", s.h.URL, err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
 
 // Case: a panic in Do's function releases the lock and goes on with its
 // original value.

@@ -101,6 +101,7 @@ func harness(t testing.TB) conformance.Harness {
 			_, err := a.breakLease(ctx, key)
 			return err
 		},
+		URL:         testURL(t, raw, "lockdelay=1ms").String(),
 		TTL:         MinTTL,
 		ExpiryGrace: MinTTL, // Consul invalidates a session at up to 2*TTL
 	}

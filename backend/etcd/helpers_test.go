@@ -169,6 +169,7 @@ func (e *env) harness() conformance.Harness {
 			return &locker{Locker: l, cli: cli}, nil
 		},
 		BreakLease:  e.breakLease,
+		URL:         e.url + "/" + e.prefix,
 		TTL:         etcd.MinTTL,
 		ExpiryGrace: time.Second, // the leader checks for expired leases every 500ms
 	}

@@ -38,6 +38,7 @@ func harness(t testing.TB) conformance.Harness {
 			}
 			return nil
 		},
+		URL:         "file://" + dir,
 		TTL:         500 * time.Millisecond,
 		InProcess:   true, // no server to be unreachable
 		CloseRounds: 300,

@@ -23,6 +23,7 @@ func harness() conformance.Harness {
 			}
 			return nil
 		},
+		URL:         "mem://conformance",
 		TTL:         300 * time.Millisecond,
 		CloseRounds: 300,
 		InProcess:   true,

@@ -129,7 +129,7 @@ func newClient(u *url.URL) (goredis.UniversalClient, error) {
 	}
 	gu := url.URL{Scheme: base, User: u.User, Host: hosts[0], Path: u.Path, RawQuery: q.Encode()}
 	invalid := func(err error) error {
-		return fmt.Errorf("%w: %s: %v (parameters: dlock's %s; this backend's %s; any other is go-redis's, such as dial_timeout, read_timeout, pool_size)",
+		return fmt.Errorf("%w: %s: %v (known parameters: %s, %s, and go-redis's own, such as dial_timeout, read_timeout, pool_size)",
 			driver.ErrInvalidURL, u.Redacted(), err, strings.Join(driver.PortableParams, ", "), strings.Join(ownParams, ", "))
 	}
 	switch kind {

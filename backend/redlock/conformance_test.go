@@ -69,6 +69,7 @@ func harness(t testing.TB) conformance.Harness {
 			}
 			return nil
 		},
+		URL: rawURL,
 		TTL: 3 * time.Second,
 	}
 }

@@ -99,6 +99,7 @@ func harness(t *testing.T, env string) conformance.Harness {
 		BreakLease: func(ctx context.Context, key string) error {
 			return breakLease(adm, key)
 		},
+		URL:         raw,
 		TTL:         sessionTimeout,
 		ExpiryGrace: 500 * time.Millisecond,
 	}
