@@ -324,6 +324,7 @@ func (m *mutex) Unlock(ctx context.Context) error {
 	if h == nil {
 		return m.errorf("unlock", ErrNotHeld)
 	}
+	h.checkClock() // a window that ran out while no timer fired is a loss too
 	return m.finishCall("unlock", ctx, m.release(ctx, h, ErrUnlocked))
 }
 

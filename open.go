@@ -122,7 +122,30 @@ type openError struct {
 }
 
 func (e *openError) Error() string {
-	return "dlock: open " + e.scheme + ": " + strings.ReplaceAll(e.err.Error(), "dlock: ", "")
+	return "dlock: open " + e.scheme + ": " + dropPrefix(e.err.Error())
+}
+
+// dropPrefix removes every "dlock: " that starts a word ("redlock: " stays).
+func dropPrefix(s string) string {
+	const p = "dlock: "
+	var b strings.Builder
+	for {
+		i := strings.Index(s, p)
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		if i > 0 && isWordByte(s[i-1]) {
+			b.WriteString(s[:i+len(p)])
+		} else {
+			b.WriteString(s[:i])
+		}
+		s = s[i+len(p):]
+	}
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }
 
 func (e *openError) Unwrap() error { return e.err }

@@ -3,7 +3,9 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -48,9 +50,24 @@ func TestOpenBadInput(t *testing.T) {
 		if !strings.Contains(err.Error(), tc.text) {
 			t.Errorf("Open(%q) error %q does not mention %q", tc.url, err, tc.text)
 		}
-		if n := strings.Count(err.Error(), "dlock"); n != 1 {
+		if n := len(dlockWord.FindAllString(err.Error(), -1)); n != 1 {
 			t.Errorf("Open(%q) error %q says dlock %d times; want once", tc.url, err, n)
 		}
+	}
+}
+
+// dlockWord matches "dlock:" as a word (not the end of "redlock:").
+var dlockWord = regexp.MustCompile(`(^|[^A-Za-z0-9_])dlock:`)
+
+// A driver's own prefix that ends in "dlock: " is not taken for dlock's.
+func TestOpenKeepsDriverPrefixes(t *testing.T) {
+	dlock.Register("opentest-redlockish", func(context.Context, *url.URL) (driver.Locker, error) {
+		return nil, fmt.Errorf("redlock: 1 of 3 answered: %w", driver.ErrUnavailable)
+	})
+	_, err := dlock.Open(context.Background(), "opentest-redlockish://x")
+	const want = "dlock: open opentest-redlockish: redlock: 1 of 3 answered: backend unavailable"
+	if err == nil || err.Error() != want || !errors.Is(err, dlock.ErrUnavailable) {
+		t.Fatalf("Open = %v; want %q", err, want)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -42,7 +43,7 @@ func (s *suite) openErrors(t *testing.T) {
 			_ = l.Close()
 			t.Fatalf("Open(%q) succeeded; want an error", u)
 		}
-		if !strings.HasPrefix(err.Error(), "dlock: open ") || strings.Count(err.Error(), "dlock") != 1 {
+		if !strings.HasPrefix(err.Error(), "dlock: open ") || len(dlockWord.FindAllString(err.Error(), -1)) != 1 {
 			t.Fatalf("Open(%q): %q; want one \"dlock: open SCHEME: ...\" message that says dlock once", u, err)
 		}
 		return err
@@ -75,6 +76,9 @@ func (s *suite) openErrors(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 }
+
+// dlockWord matches "dlock:" as a word (not the end of "redlock:").
+var dlockWord = regexp.MustCompile(`(^|[^A-Za-z0-9_])dlock:`)
 
 // Case: a panic in Do's function releases the lock and goes on with its
 // original value.
