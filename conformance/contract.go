@@ -391,7 +391,9 @@ func (s *suite) holdCause(t *testing.T) {
 			if err := m.Err(); err != nil {
 				return fmt.Errorf("while held in Do, Err = %v; want nil", err)
 			}
-			if err := s.h.BreakLease(ctx, key); err != nil {
+			// Not Do's context: it ends as soon as the break is noticed,
+			// maybe before BreakLease's own request has returned.
+			if err := s.h.BreakLease(ctxFor(t, 10*time.Second), key); err != nil {
 				return fmt.Errorf("BreakLease: %w", err)
 			}
 			select {
