@@ -42,7 +42,13 @@
 //     cancelled, before the lease can expire on the server when renewals
 //     fail, and at once when the backend reports loss (session expired, key
 //     deleted). A holder never learns of a lost lock only by failing to
-//     unlock it.
+//     unlock it. Done is a notification, not a guard: after a pause, timers
+//     fire late. Check Lease().Valid(), or the Err of Do's context, which
+//     both read the monotonic clock, immediately before acting.
+//
+// The rules every backend follows the same way (Do unlocks on panic; Close
+// and calls in flight; the error classes; Mutex.Err, why a hold ended) are
+// listed on Mutex and Locker.Close, and checked by package conformance.
 //
 // # Structure
 //
@@ -63,6 +69,9 @@
 // ErrNotHeld, ErrLockLost, ErrClosed, ErrUnavailable, ErrAlreadyHeld,
 // ErrInvalidKey, ErrInvalidOption and ErrInvalidURL. A caller's
 // context.Canceled or context.DeadlineExceeded stays in the chain; when the
-// backend never answered before the context ended, the error also matches
-// ErrUnavailable.
+// context ends during Lock, the error also matches ErrNotAcquired if the
+// backend answered that the key was held, and ErrUnavailable only if it
+// never answered. A lost hold's error matches ErrLockLost (never
+// ErrNotHeld) and one of ErrRenewalFailed, ErrReportedLost and
+// ErrLeaseExpired; Mutex.Err returns it, or ErrUnlocked or ErrClosed.
 package dlock

@@ -3,7 +3,9 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -32,6 +34,9 @@ func TestOpenBadInput(t *testing.T) {
 		{"mem://?ttl=0s", dlock.ErrInvalidOption, "positive"},
 		{"mem://?ttl=-1s", dlock.ErrInvalidOption, "positive"},
 		{"mem://?ttl=1ns", dlock.ErrInvalidOption, "10ms"},
+		// A bad parameter is a bad URL, whatever its cause.
+		{"mem://?ttl=0s", dlock.ErrInvalidURL, "positive"},
+		{"mem://?tll=5s", dlock.ErrInvalidURL, "(known: autorenew, ttl)"},
 		{"mem://x/path", dlock.ErrInvalidURL, "path"},
 	} {
 		l, err := dlock.Open(ctx, tc.url)
@@ -45,14 +50,36 @@ func TestOpenBadInput(t *testing.T) {
 		if !strings.Contains(err.Error(), tc.text) {
 			t.Errorf("Open(%q) error %q does not mention %q", tc.url, err, tc.text)
 		}
+		if n := len(dlockWord.FindAllString(err.Error(), -1)); n != 1 {
+			t.Errorf("Open(%q) error %q says dlock %d times; want once", tc.url, err, n)
+		}
+	}
+}
+
+// dlockWord matches "dlock:" as a word (not the end of "redlock:").
+var dlockWord = regexp.MustCompile(`(^|[^A-Za-z0-9_])dlock:`)
+
+// A driver's own prefix that ends in "dlock: " is not taken for dlock's.
+func TestOpenKeepsDriverPrefixes(t *testing.T) {
+	dlock.Register("opentest-redlockish", func(context.Context, *url.URL) (driver.Locker, error) {
+		return nil, fmt.Errorf("redlock: 1 of 3 answered: %w", driver.ErrUnavailable)
+	})
+	_, err := dlock.Open(context.Background(), "opentest-redlockish://x")
+	const want = "dlock: open opentest-redlockish: redlock: 1 of 3 answered: backend unavailable"
+	if err == nil || err.Error() != want || !errors.Is(err, dlock.ErrUnavailable) {
+		t.Fatalf("Open = %v; want %q", err, want)
 	}
 }
 
 func TestOpenCancelledContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := dlock.Open(ctx, "mem://"); !errors.Is(err, context.Canceled) {
+	_, err := dlock.Open(ctx, "mem://")
+	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Open with a cancelled context: %v", err)
+	}
+	if err == context.Canceled || !strings.HasPrefix(err.Error(), "dlock: open mem: ") {
+		t.Fatalf("Open with a cancelled context: %q; want it wrapped as every Open error is", err)
 	}
 }
 

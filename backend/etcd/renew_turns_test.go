@@ -80,7 +80,7 @@ func TestRenewalsOfOneHoldTakeTurns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	l, err := etcd.New(cli, e.prefix)
+	l, err := etcd.New(cli, etcd.Config{Prefix: e.prefix})
 	if err != nil {
 		t.Fatal(err)
 	}

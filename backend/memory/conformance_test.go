@@ -23,8 +23,10 @@ func harness() conformance.Harness {
 			}
 			return nil
 		},
-		TTL:       300 * time.Millisecond,
-		InProcess: true,
+		URL:         "mem://conformance",
+		TTL:         300 * time.Millisecond,
+		CloseRounds: 300,
+		InProcess:   true,
 	}
 }
 

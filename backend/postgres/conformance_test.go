@@ -12,6 +12,7 @@ import (
 
 func (e *env) harness() conformance.Harness {
 	return conformance.Harness{
+		URL: e.raw,
 		NewLocker: func(ctx context.Context, opts ...dlock.Option) (dlock.Locker, error) {
 			return openLocker(ctx, e.raw, opts...)
 		},

@@ -26,8 +26,8 @@
 //	    expires  timestamptz NOT NULL                -- end of the lease, server clock
 //	);
 //
-// The table is named by Options.Table (URL parameter table, default
-// dlock_locks), in Options.Schema (URL parameter schema, default the
+// The table is named by Config.Table (URL parameter table, default
+// dlock_locks), in Config.Schema (URL parameter schema, default the
 // connection's current_schema()); the sequence is the table's name with
 // _token_seq appended. An existing table without these columns is refused
 // with ErrNotALockTable. Keys are any bytes up to dlock's limit; the

@@ -249,7 +249,7 @@ func TestSchemaAndNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	nl, err := New(ctx, pool, &Options{Schema: schema, Table: e.table}, dlock.WithTTL(time.Minute))
+	nl, err := New(ctx, pool, Config{Schema: schema, Table: e.table}, dlock.WithTTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

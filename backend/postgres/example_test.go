@@ -50,7 +50,7 @@ func ExampleFence_Tx() {
 	}
 	defer pool.Close()
 
-	opts := &postgres.Options{Table: "app_locks"}
+	opts := postgres.Config{Table: "app_locks"}
 	l, err := postgres.New(ctx, pool, opts, dlock.WithTTL(10*time.Second))
 	if err != nil {
 		log.Fatal(err)

@@ -40,8 +40,8 @@ type Fence struct {
 // NewFence returns the Fence of the lease table o names (nil: DefaultTable).
 // With no Schema, the table is found through the transaction's search_path.
 // It does not talk to the server.
-func NewFence(o *Options) (*Fence, error) {
-	cfg, err := o.normalize()
+func NewFence(c Config) (*Fence, error) {
+	cfg, err := c.normalize()
 	if err != nil {
 		return nil, fmt.Errorf("%w: postgres: %v", dlock.ErrInvalidOption, err)
 	}

@@ -50,7 +50,7 @@ func TestFenceStaleHolderCannotCommit(t *testing.T) {
 	e := newEnv(t)
 	table := e.stock(t)
 	ctx := testenv.Context(t, time.Minute)
-	f, err := NewFence(&Options{Table: e.table})
+	f, err := NewFence(Config{Table: e.table})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestFenceTakeoverWaitsForTransaction(t *testing.T) {
 	e := newEnv(t)
 	table := e.stock(t)
 	ctx := testenv.Context(t, time.Minute)
-	f, err := NewFence(&Options{Table: e.table})
+	f, err := NewFence(Config{Table: e.table})
 	if err != nil {
 		t.Fatal(err)
 	}

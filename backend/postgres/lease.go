@@ -191,15 +191,18 @@ func (d *pgDriver) cleanup(st *state) {
 		ctx, cancel := context.WithTimeout(d.bg, cleanupTimeout)
 		defer cancel()
 		for _, wait := range cleanupRetries {
+			closing := false
 			select {
 			case <-time.After(wait):
+			case <-d.closed:
+				closing = true // one last attempt now: Close waits for it
 			case <-ctx.Done():
 				return
 			}
 			// A stalled server may run the lost statement after this
 			// release: look again a little later, until something was
-			// released or time is up.
-			if d.release(ctx, st) == nil {
+			// released, the driver closes, or time is up.
+			if d.release(ctx, st) == nil || closing {
 				return
 			}
 		}

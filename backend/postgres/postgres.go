@@ -26,7 +26,7 @@ const (
 	defaultPort = "5432"
 )
 
-// DefaultTable is the lease table's name when Options.Table is empty.
+// DefaultTable is the lease table's name when Config.Table is empty.
 const DefaultTable = "dlock_locks"
 
 // MaxTableLen is the longest table name accepted: PostgreSQL truncates
@@ -54,9 +54,9 @@ func init() {
 	dlock.Register(SchemeLong, open)
 }
 
-// Options configure the backend. The zero value (or nil) is usable: the
+// Config configures the backend. The zero value is usable: the
 // table DefaultTable in the connection's current schema.
-type Options struct {
+type Config struct {
 	// Schema holds the lease table and its sequence. Empty means the
 	// schema the connection resolves unqualified names to
 	// (current_schema(), the first existing schema of search_path), read
@@ -69,11 +69,8 @@ type Options struct {
 	Table string
 }
 
-func (o *Options) normalize() (Options, error) {
-	var out Options
-	if o != nil {
-		out = *o
-	}
+func (c Config) normalize() (Config, error) {
+	out := c
 	if out.Table == "" {
 		out.Table = DefaultTable
 	}
@@ -138,11 +135,11 @@ func newNames(schema, table string) names {
 // does not answer is an error matching dlock.ErrUnavailable; a table of
 // another shape, ErrNotALockTable. The dlock options set the Locker's
 // defaults.
-func New(ctx context.Context, pool *pgxpool.Pool, o *Options, opts ...dlock.Option) (dlock.Locker, error) {
+func New(ctx context.Context, pool *pgxpool.Pool, c Config, opts ...dlock.Option) (dlock.Locker, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: postgres: nil pool", dlock.ErrInvalidOption)
 	}
-	cfg, err := o.normalize()
+	cfg, err := c.normalize()
 	if err != nil {
 		return nil, fmt.Errorf("%w: postgres: %v", dlock.ErrInvalidOption, err)
 	}
@@ -215,8 +212,8 @@ var dsnParams = []string{
 }
 
 // parseURL reads postgres://[user[:password]@]host[:port][,host[:port]...][/db][?params].
-func parseURL(u *url.URL) (Options, *pgxpool.Config, error) {
-	var o Options
+func parseURL(u *url.URL) (Config, *pgxpool.Config, error) {
+	var o Config
 	if u.Opaque != "" || u.Fragment != "" {
 		return o, nil, fmt.Errorf("%w: %s: want %s://[user:password@]host[:port][/database][?params]",
 			driver.ErrInvalidURL, u.Redacted(), strings.ToLower(u.Scheme))
@@ -244,7 +241,7 @@ func parseURL(u *url.URL) (Options, *pgxpool.Config, error) {
 		return o, nil, fmt.Errorf("%w (this backend's own parameters: %s; other server settings go in options=-c name=value)",
 			err, strings.Join(ownParams, ", "))
 	}
-	o, err := (&o).normalize()
+	o, err := o.normalize()
 	if err != nil {
 		return o, nil, fmt.Errorf("%w: %v", driver.ErrInvalidURL, err)
 	}
@@ -302,7 +299,7 @@ type pgDriver struct {
 
 var _ driver.Locker = (*pgDriver)(nil)
 
-func newDriver(ctx context.Context, pool *pgxpool.Pool, cfg Options, own bool) (*pgDriver, error) {
+func newDriver(ctx context.Context, pool *pgxpool.Pool, cfg Config, own bool) (*pgDriver, error) {
 	n, err := prepareTable(ctx, pool, cfg)
 	if err != nil {
 		return nil, err
@@ -321,7 +318,7 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, cfg Options, own bool) (
 
 // prepareTable resolves the schema and makes sure the table and its
 // sequence exist with the expected shape.
-func prepareTable(ctx context.Context, pool *pgxpool.Pool, cfg Options) (names, error) {
+func prepareTable(ctx context.Context, pool *pgxpool.Pool, cfg Config) (names, error) {
 	schema := cfg.Schema
 	if schema == "" {
 		var cur *string
@@ -441,8 +438,10 @@ func (d *pgDriver) Watch(ctx context.Context, key string) (driver.Watch, error) 
 	return w, nil
 }
 
-// Close stops the listener and the background cleanups and, when the pool
-// was made from a URL, closes it.
+// Close stops the listener, lets each background cleanup make one last
+// release attempt (an acquire cut short by Close, whose statement may have
+// run, must not leave its lease behind), and, when the pool was made from
+// a URL, closes it.
 func (d *pgDriver) Close() error {
 	d.closeOnce.Do(func() {
 		close(d.closed)
@@ -450,8 +449,8 @@ func (d *pgDriver) Close() error {
 		d.bgMu.Lock()
 		d.bgDone = true
 		d.bgMu.Unlock()
+		d.bgWG.Wait() // each bounded by cleanupTimeout
 		d.bgCancel()
-		d.bgWG.Wait()
 		if d.ownPool {
 			d.pool.Close()
 		}

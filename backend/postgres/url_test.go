@@ -99,10 +99,10 @@ func TestBadURL(t *testing.T) {
 
 func TestBadOptions(t *testing.T) {
 	ctx := context.Background()
-	if _, err := New(ctx, nil, nil); !errors.Is(err, dlock.ErrInvalidOption) {
+	if _, err := New(ctx, nil, Config{}); !errors.Is(err, dlock.ErrInvalidOption) {
 		t.Errorf("New(nil pool): %v; want ErrInvalidOption", err)
 	}
-	for _, o := range []*Options{{Table: strings.Repeat("t", MaxTableLen+1)}, {Table: "a\x00b"}, {Schema: "s\x00"}} {
+	for _, o := range []Config{{Table: strings.Repeat("t", MaxTableLen+1)}, {Table: "a\x00b"}, {Schema: "s\x00"}} {
 		if _, err := NewFence(o); !errors.Is(err, dlock.ErrInvalidOption) {
 			t.Errorf("NewFence(%+v): %v; want ErrInvalidOption", o, err)
 		}

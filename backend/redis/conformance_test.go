@@ -125,6 +125,7 @@ func harness(t testing.TB, endpoint string) conformance.Harness {
 			}
 			return nil
 		},
+		URL: raw,
 		TTL: time.Second,
 		// Redis expires a key on access, to the millisecond.
 		ExpiryGrace: 50 * time.Millisecond,

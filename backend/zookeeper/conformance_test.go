@@ -102,6 +102,7 @@ func harness(t *testing.T, env string) conformance.Harness {
 		BreakLease: func(ctx context.Context, key string) error {
 			return breakLease(adm, key)
 		},
+		URL:          raw,
 		TTL:          sessionTimeout,
 		MaxTTL:       sessionTimeout,
 		ExpiryGrace:  500 * time.Millisecond,
@@ -141,7 +142,7 @@ func TestConformance(t *testing.T) {
 		h.NewLocker = func(_ context.Context, opts ...dlock.Option) (dlock.Locker, error) {
 			return newOverConn(servers, opts...)
 		}
-		h.Unreachable = func(_ context.Context, addr string) (dlock.Locker, error) {
+		h.UnreachableClient = func(_ context.Context, addr string) (dlock.Locker, error) {
 			return newOverConn([]string{addr}, dlock.WithTTL(sessionTimeout))
 		}
 		conformance.Run(t, h)

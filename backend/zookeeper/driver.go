@@ -155,10 +155,26 @@ func call[T any](ctx context.Context, f func() (T, error)) (T, error) {
 // Close stops the background work and, when Open dialled the connection,
 // closes it, which ends the session: the server deletes every node the
 // session still had. A Conn given to New stays open; the caller closes it.
+// Its session outlives the Locker, so Close first deletes what is still
+// queued for deletion (a waiter's node whose delete did not go through, an
+// abandoned create), for at most closeCleanTimeout: left there, such a node
+// would block every other process's Lock on its key.
 func (d *zkDriver) Close() error {
 	d.closeOnce.Do(func() {
+		if !d.own {
+			d.clean.flush(time.Now().Add(closeCleanTimeout))
+		}
 		close(d.closed)
 		if d.own {
+			// go-zookeeper lets a request that Close ends read its
+			// response while the receiver may still be decoding into it
+			// (a data race): first let every request still on the wire,
+			// such as one whose caller stopped waiting, be answered. The
+			// server answers a session's requests in order, so one round
+			// trip is enough.
+			bctx, cancel := context.WithTimeout(context.Background(), min(d.sessionTimeout(), 2*time.Second))
+			_, _ = call(bctx, func() (bool, error) { ok, _, err := d.conn.Exists("/"); return ok, err })
+			cancel()
 			d.conn.Close()
 			d.wg.Wait()
 		}
