@@ -6,38 +6,121 @@ import (
 	"time"
 )
 
-// Do locks m, runs fn, and unlocks. The context given to fn is cancelled,
-// with cause ErrLockLost, as soon as the hold is lost (before its lease can
-// expire on the server), so fn can stop acting; its Value chain is ctx's.
+// Do locks m, runs fn, and unlocks.
+//
+// The context given to fn ends, with context.Cause equal to m.Err() (an
+// error matching ErrLockLost and the kind of loss), as soon as the hold is
+// lost: before its lease can expire on the server when renewals fail, at
+// once when the backend reports the loss. It also reads the monotonic clock
+// whenever it is asked: its Err, Done and Value (and so context.Cause)
+// report the end of the hold as soon as the validity window has run out,
+// even if no timer has fired yet (a process resumed from SIGSTOP or a long
+// pause). Its Deadline is the hold's current Lease().Expires, or ctx's
+// deadline if earlier; it moves forward when the lease is renewed. Contexts
+// derived from it learn of the end when the loss is declared, which can be
+// late after a pause: check the context Do gave you, or m.Lease().Valid(),
+// immediately before acting. Its Value chain is ctx's.
+//
 // Do returns fn's error joined with any error from Unlock; if the lock was
-// lost while fn ran, the result matches ErrLockLost.
+// lost while fn ran, the result matches ErrLockLost. If fn panics, Do
+// unlocks and the panic goes on with its original value (the same for
+// runtime.Goexit).
 //
 // Unlock runs even if ctx has ended by then, with a context of its own
 // bounded by the lease TTL.
-func Do(ctx context.Context, m Mutex, fn func(ctx context.Context) error) error {
+func Do(ctx context.Context, m Mutex, fn func(ctx context.Context) error) (err error) {
 	if err := m.Lock(ctx); err != nil {
 		return err
 	}
-	done := m.Done()
 	ttl := m.Lease().TTL
+	hctx := newHoldContext(ctx, m)
+	unlock := func() error {
+		hctx.stop()
+		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), max(ttl, time.Second))
+		defer ucancel()
+		return m.Unlock(uctx)
+	}
+	returned := false
+	defer func() {
+		if !returned { // fn panicked or called runtime.Goexit
+			_ = unlock()
+		}
+	}()
+	ferr := fn(hctx)
+	returned = true
+	if uerr := unlock(); uerr != nil {
+		return errors.Join(ferr, uerr)
+	}
+	return ferr
+}
+
+// holdContext is the context Do hands to fn: a cancelable context that
+// also ends when the hold does, by the watchdog's signal or, when asked, by
+// the monotonic clock.
+type holdContext struct {
+	context.Context // a WithCancelCause child of the caller's ctx
+	cancel          context.CancelCauseFunc
+	m               Mutex
+	stopWatch       chan struct{}
+}
+
+func newHoldContext(ctx context.Context, m Mutex) *holdContext {
 	cctx, cancel := context.WithCancelCause(ctx)
-	stop := make(chan struct{})
+	c := &holdContext{Context: cctx, cancel: cancel, m: m, stopWatch: make(chan struct{})}
+	done := m.Done()
 	go func() {
 		select {
 		case <-done:
-			cancel(ErrLockLost)
-		case <-stop:
+			c.cancel(c.cause())
+		case <-c.stopWatch:
 		}
 	}()
-	ferr := fn(cctx)
-	close(stop)
-	cancel(nil)
+	return c
+}
 
-	uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), max(ttl, time.Second))
-	defer ucancel()
-	uerr := m.Unlock(uctx)
-	if uerr == nil {
-		return ferr
+// cause is why the hold ended (ErrLockLost when the Mutex cannot say).
+func (c *holdContext) cause() error {
+	if err := c.m.Err(); err != nil {
+		return err
 	}
-	return errors.Join(ferr, uerr)
+	return ErrLockLost
+}
+
+// check ends the context if the hold has ended, looking at the clock.
+func (c *holdContext) check() {
+	if c.Context.Err() != nil {
+		return
+	}
+	if !c.m.Lease().Valid() { // Lease reads the clock and declares a loss
+		c.cancel(c.cause())
+	}
+}
+
+// stop ends the context when fn has returned, before Unlock.
+func (c *holdContext) stop() {
+	close(c.stopWatch)
+	c.cancel(ErrUnlocked)
+}
+
+func (c *holdContext) Err() error {
+	c.check()
+	return c.Context.Err()
+}
+
+func (c *holdContext) Done() <-chan struct{} {
+	c.check()
+	return c.Context.Done()
+}
+
+func (c *holdContext) Value(key any) any {
+	c.check()
+	return c.Context.Value(key)
+}
+
+func (c *holdContext) Deadline() (time.Time, bool) {
+	d, ok := c.Context.Deadline()
+	if exp := c.m.Lease().Expires; !exp.IsZero() && (!ok || exp.Before(d)) {
+		return exp, true
+	}
+	return d, ok
 }

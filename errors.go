@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/dlock-go/dlock/driver"
 )
@@ -35,4 +36,53 @@ var (
 	// ErrInvalidOption: an option out of range (a TTL <= 0, or outside the
 	// backend's limits).
 	ErrInvalidOption = errors.New("dlock: invalid option")
+
+	// ErrUnlocked: the hold ended because its owner unlocked it (Unlock, or
+	// Do returning). Mutex.Err reports it.
+	ErrUnlocked = errors.New("dlock: unlocked")
 )
+
+// Why a hold was lost. An error matching ErrLockLost (from Mutex.Err,
+// Unlock, Renew, or context.Cause of Do's context) also matches exactly one
+// of these, and wraps the backend's detail when there is one.
+var (
+	// ErrRenewalFailed: renewals were attempted and failed (the backend did
+	// not answer in time, or answered with an error) until the validity
+	// window had nearly run out.
+	ErrRenewalFailed = errors.New("dlock: renewal failed")
+	// ErrReportedLost: the backend said the hold had ended: the session
+	// expired, the key was deleted or taken over, a renewal or release found
+	// the lock no longer this hold's.
+	ErrReportedLost = errors.New("dlock: backend reported the hold ended")
+	// ErrLeaseExpired: the validity window ran out with no renewal
+	// attempted (auto-renew off and no Renew, or a process paused past its
+	// lease before the watchdog could run).
+	ErrLeaseExpired = errors.New("dlock: lease expired unrenewed")
+)
+
+// lossError is the error a lost hold ends with: it matches ErrLockLost,
+// its kind (ErrRenewalFailed, ErrReportedLost or ErrLeaseExpired), and the
+// backend's detail, except that a detail matching ErrNotHeld is kept as text
+// only: a lost hold is ErrLockLost, never ErrNotHeld.
+type lossError struct {
+	kind   error
+	detail error // nil when there is none
+}
+
+func (e *lossError) Error() string {
+	s := ErrLockLost.Error() + " (" + strings.TrimPrefix(e.kind.Error(), "dlock: ") + ")"
+	if e.detail != nil {
+		s += ": " + e.detail.Error()
+	}
+	return s
+}
+
+func (e *lossError) Unwrap() []error {
+	errs := []error{ErrLockLost, e.kind}
+	if e.detail != nil && !errors.Is(e.detail, ErrNotHeld) {
+		errs = append(errs, e.detail)
+	}
+	return errs
+}
+
+func newLoss(kind, detail error) error { return &lossError{kind: kind, detail: detail} }

@@ -31,6 +31,8 @@ type hold struct {
 	timer    *time.Timer // the watchdog
 	isEnded  bool
 	lostErr  error              // why the hold was lost; nil if it ended by Unlock
+	endErr   error              // why the hold ended: lostErr, ErrUnlocked or ErrClosed
+	renewErr error              // the last renewal's failure, nil after a success
 	inFlight context.CancelFunc // cancels the watchdog's renewal in flight
 	flightCh chan struct{}      // closed when that renewal returns
 }
@@ -79,15 +81,62 @@ func (h *hold) ended() bool {
 	return h.isEnded
 }
 
-func (h *hold) cause() error {
+// endCause is why the hold ended; nil while it has not.
+func (h *hold) endCause() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.lostErr
+	return h.endErr
 }
 
-// end closes Done once and stops the watchdog. It reports whether the hold
-// had already ended.
-func (h *hold) end(lostErr error) (already bool) {
+// setCause records that a hold that ended by Unlock had in fact been lost
+// already (the release found the lock gone).
+func (h *hold) setCause(err error) {
+	h.mu.Lock()
+	h.lostErr, h.endErr = err, err
+	h.mu.Unlock()
+}
+
+// checkClock declares the hold lost if its validity window has run down to
+// the loss margin, whether or not the watchdog's timer has fired: timers
+// fire late after a pause (SIGSTOP, a long GC, a suspended VM), the
+// monotonic clock does not. It reports whether the hold has ended.
+func (h *hold) checkClock() (ended bool) {
+	h.mu.Lock()
+	if h.isEnded {
+		h.mu.Unlock()
+		return true
+	}
+	if time.Now().Before(h.lossAt()) {
+		h.mu.Unlock()
+		return false
+	}
+	stop, cause := h.inFlight, h.expiryCause()
+	h.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	h.lose(cause)
+	return true
+}
+
+// expiryCause is the loss error of a hold whose validity window ran out:
+// ErrRenewalFailed if renewals were tried (one may still be in flight),
+// ErrLeaseExpired if none was. h.mu held.
+func (h *hold) expiryCause() error {
+	switch {
+	case h.renewErr != nil:
+		return newLoss(ErrRenewalFailed, h.renewErr)
+	case h.inFlight != nil:
+		return newLoss(ErrRenewalFailed, errors.New("the renewal in flight did not return within the validity window"))
+	default:
+		return newLoss(ErrLeaseExpired, fmt.Errorf("validity window of %v ended", h.lease.TTL))
+	}
+}
+
+// end closes Done once and stops the watchdog. lostErr is the loss error,
+// nil when the owner ends the hold; why is then the cause recorded. It
+// reports whether the hold had already ended.
+func (h *hold) end(lostErr, why error) (already bool) {
 	h.mu.Lock()
 	if h.isEnded {
 		h.mu.Unlock()
@@ -95,6 +144,10 @@ func (h *hold) end(lostErr error) (already bool) {
 	}
 	h.isEnded = true
 	h.lostErr = lostErr
+	h.endErr = why
+	if lostErr != nil {
+		h.endErr = lostErr
+	}
 	if h.timer != nil {
 		h.timer.Stop()
 	}
@@ -108,7 +161,7 @@ func (h *hold) end(lostErr error) (already bool) {
 
 // lose ends the hold as lost and lets local waiters at the backend.
 func (h *hold) lose(err error) {
-	if !h.end(err) {
+	if !h.end(err, nil) {
 		h.leaveGate()
 	}
 }
@@ -116,8 +169,8 @@ func (h *hold) lose(err error) {
 // finish ends the hold for Unlock. A renewal the watchdog has in flight is
 // cancelled and waited for, so that none reaches the backend after Unlock.
 // It reports whether the hold had been lost before.
-func (h *hold) finish() (wasLost bool) {
-	h.end(nil)
+func (h *hold) finish(why error) (wasLost bool) {
+	h.end(nil, why)
 	h.mu.Lock()
 	cancel, flight := h.inFlight, h.flightCh
 	lost := h.lostErr != nil
@@ -149,7 +202,7 @@ func (h *hold) start() {
 			defer h.m.l.wg.Done()
 			select {
 			case <-lost:
-				h.lose(errors.New("backend reported the hold ended"))
+				h.lose(newLoss(ErrReportedLost, errors.New("the backend signalled the end of the hold (session expired, key deleted or taken over)")))
 			case <-stop:
 			}
 		}()
@@ -172,12 +225,8 @@ func (h *hold) tick() {
 	}
 	now := time.Now()
 	if !now.Before(h.lossAt()) {
-		stop := h.inFlight
 		h.mu.Unlock()
-		if stop != nil {
-			stop()
-		}
-		h.lose(errors.New("lease validity ended without a successful renewal"))
+		h.checkClock()
 		return
 	}
 	if h.inFlight != nil {
@@ -214,11 +263,10 @@ func (h *hold) tick() {
 // renew extends the lease. A renewal that comes back after the hold was
 // declared lost does not revive it.
 func (h *hold) renew(ctx context.Context) error {
-	h.mu.Lock()
-	if h.isEnded {
-		h.mu.Unlock()
-		return ErrLockLost
+	if h.checkClock() {
+		return h.endCause()
 	}
+	h.mu.Lock()
 	deadline := h.lossAt()
 	h.mu.Unlock()
 
@@ -228,16 +276,21 @@ func (h *hold) renew(ctx context.Context) error {
 	ttl, err := h.m.l.drv.Renew(ctx, h.dh)
 	if err != nil {
 		if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLockLost) {
-			h.lose(err)
-			return fmt.Errorf("%w: %w", ErrLockLost, err)
+			lerr := newLoss(ErrReportedLost, err)
+			h.lose(lerr)
+			return h.endCause()
 		}
+		h.mu.Lock()
+		h.renewErr = err
+		h.mu.Unlock()
 		return classify(ctx, err, false)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.isEnded {
-		return ErrLockLost
+		return h.endErr
 	}
+	h.renewErr = nil
 	h.setLease(sent, ttl)
 	if h.timer != nil && h.inFlight == nil {
 		h.timer.Reset(h.nextWake())

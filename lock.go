@@ -34,16 +34,49 @@ func (l Lease) Valid() bool { return l.Token != 0 && time.Now().Before(l.Expires
 // A Mutex is a handle for one holder. It is not reentrant: Lock on a Mutex
 // that holds its lock returns ErrAlreadyHeld. Its methods are safe for
 // concurrent use; concurrent Lock calls on one Mutex are served one after
-// the other. Mutexes on the same key made from the same Locker exclude each
-// other, as Mutexes in different processes do.
+// the other, and one that finds the previous hold lost (not unlocked) goes
+// on to acquire rather than report ErrAlreadyHeld. Mutexes on the same key
+// made from the same Locker exclude each other, as Mutexes in different
+// processes do.
+//
+// # The rules every backend follows
+//
+// The conformance suite (package conformance) checks each of these on every
+// backend; the portable layer, not the driver, implements them.
+//
+//   - Acting under the lock. Done is a notification, not a guard: after a
+//     pause (SIGSTOP, a long GC, a suspended VM) timers fire late, so Done
+//     may still be open for a moment after the validity window ended. The
+//     check to make immediately before acting is Lease().Valid(), or the
+//     Err of the context Do hands out: both read the monotonic clock when
+//     called. Token, Lease, Done, Err and Do's context declare the hold lost
+//     as soon as the clock says its window has run down, whether or not the
+//     watchdog has run.
+//   - Why a hold ended. Err returns nil while the Mutex holds its lock (or
+//     never held it); afterwards ErrUnlocked, ErrClosed, or an error
+//     matching ErrLockLost and exactly one of ErrRenewalFailed,
+//     ErrReportedLost and ErrLeaseExpired, with the backend's detail
+//     wrapped. context.Cause of Do's context is the same error.
+//   - A Lock whose context ends while the key is held elsewhere returns an
+//     error matching the context's error and ErrNotAcquired (the backend
+//     answered that the key was held; this includes waiting behind another
+//     Mutex of the same Locker). It matches ErrUnavailable instead of
+//     ErrNotAcquired only when the backend never answered during the call.
+//   - Unlock after the hold was lost (and perhaps taken over) returns an
+//     error matching ErrLockLost and never ErrNotHeld, whether or not the
+//     loss had been noticed before Unlock. ErrNotHeld means the Mutex held
+//     nothing to unlock.
+//   - Do unlocks when fn returns, panics or calls runtime.Goexit; a panic
+//     goes on with its original value once the lock is released.
+//   - Close and calls in flight: see Locker.Close.
 type Mutex interface {
 	// Key returns the key given to NewMutex.
 	Key() string
 	// Lock blocks until the lock is held or ctx ends. Waiting is driven by
 	// the backend's notifications, never by polling on a fixed interval.
 	// When ctx ends first, Lock leaves nothing behind on the server and
-	// returns an error matching ctx.Err(); if the backend never answered, it
-	// also matches ErrUnavailable.
+	// returns an error matching ctx.Err() and ErrNotAcquired, or, if the
+	// backend never answered, ctx.Err() and ErrUnavailable.
 	Lock(ctx context.Context) error
 	// TryLock makes one attempt. It returns ErrNotAcquired when the key is
 	// held by another owner.
@@ -60,9 +93,16 @@ type Mutex interface {
 	// Lease returns the current hold's lease; the zero Lease if none.
 	Lease() Lease
 	// Done returns a channel closed when the current hold ends: by Unlock,
-	// or by loss, which is signalled before the lease can expire on the
-	// server. With no hold it returns an already-closed channel.
+	// Close, or loss, which is signalled before the lease can expire on the
+	// server. With no hold it returns an already-closed channel. It is a
+	// notification; check Lease().Valid() before acting.
 	Done() <-chan struct{}
+	// Err reports why the last hold ended: nil while held or if nothing
+	// was ever held; ErrUnlocked after Unlock (or Do's return); ErrClosed
+	// when the Locker was closed under the hold; an error matching
+	// ErrLockLost and one of ErrRenewalFailed, ErrReportedLost and
+	// ErrLeaseExpired when it was lost. A new Lock resets it to nil.
+	Err() error
 }
 
 // Locker is one connected backend. Make one per process (it holds the
@@ -75,5 +115,13 @@ type Locker interface {
 	// Close releases every lock still held through this Locker, then closes
 	// the backend connection. Later calls return ErrClosed. Closing twice is
 	// harmless.
+	//
+	// Once Close has begun, no Lock or TryLock returns success: calls in
+	// flight are cut short and return ErrClosed, and a lock granted to one
+	// of them during Close is released by that call before it returns.
+	// Close waits for every call in flight (an Unlock in flight is given up
+	// to 5s to finish its release), then releases every hold granted before,
+	// so that when Close returns no lock taken through this Locker is left
+	// on the server and no call is still running.
 	Close() error
 }

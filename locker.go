@@ -14,18 +14,34 @@ import (
 const closeReleaseTimeout = 5 * time.Second
 
 // locker is the portable Locker over one driver.
+//
+// Close and the calls in flight meet under mu: every Mutex call registers
+// itself (enter) and deregisters (exit) under mu, Close marks the Locker
+// closed under mu and then waits, still under mu (a sync.Cond), until no
+// call is in flight. So a call either starts before Close and is waited
+// for, or sees the Locker closed and does nothing; a hold is tracked (and
+// set on its Mutex) under mu too, so Close sees every hold that any call
+// has returned, and a grant that arrives after Close began is given back by
+// the call that received it.
 type locker struct {
 	drv      driver.Locker
 	acq      driver.Acquirer // nil unless the driver queues on the server
 	lim      driver.Limits
 	defaults options
 
-	closed chan struct{} // closed by Close
-	gates  gates
-	wg     sync.WaitGroup // watchdog goroutines
+	// life ends when Close begins: it cancels the acquires and renewals
+	// in flight. grace ends closeReleaseTimeout later (or when Close
+	// returns): it bounds the Unlocks in flight, which Close waits for.
+	life, grace       context.Context
+	endLife, endGrace context.CancelFunc
+	closed            <-chan struct{} // life.Done()
+	gates             gates
+	wg                sync.WaitGroup // watchdog goroutines
 
 	mu       sync.Mutex
+	idle     sync.Cond // signalled when calls drops to 0 after Close began
 	isClosed bool
+	calls    int // Mutex calls in flight
 	holds    map[*hold]struct{}
 }
 
@@ -39,10 +55,13 @@ func NewLocker(d driver.Locker, opts ...Option) (Locker, error) {
 	l := &locker{
 		drv:      d,
 		defaults: defaultOptions(),
-		closed:   make(chan struct{}),
 		gates:    gates{m: map[string]*gate{}},
 		holds:    map[*hold]struct{}{},
 	}
+	l.idle.L = &l.mu
+	l.life, l.endLife = context.WithCancel(context.Background())
+	l.grace, l.endGrace = context.WithCancel(context.Background())
+	l.closed = l.life.Done()
 	for _, o := range opts {
 		o(&l.defaults)
 	}
@@ -87,7 +106,46 @@ func (l *locker) checkOpen() error {
 	}
 }
 
-// track registers a new hold; it fails if the Locker was closed meanwhile.
+// enter registers a Mutex call in flight. It fails with ErrClosed once
+// Close has begun. The context it returns is ctx, also cancelled (cause
+// ErrClosed) when Close begins, or for an Unlock (release) when Close's
+// grace for releases ends; exit must be called when the call returns.
+func (l *locker) enter(ctx context.Context, release bool) (context.Context, func(), error) {
+	l.mu.Lock()
+	if l.isClosed {
+		l.mu.Unlock()
+		return nil, nil, ErrClosed
+	}
+	l.calls++
+	l.mu.Unlock()
+	end := l.life
+	if release {
+		end = l.grace
+	}
+	cctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(end, func() { cancel(ErrClosed) })
+	return cctx, func() {
+		stop()
+		cancel(nil)
+		l.mu.Lock()
+		l.calls--
+		if l.calls == 0 && l.isClosed {
+			l.idle.Broadcast()
+		}
+		l.mu.Unlock()
+	}, nil
+}
+
+// closedDuring reports whether a call whose context is cctx failed because
+// the Locker was closed under it (rather than because the caller's own
+// context ended).
+func closedDuring(cctx context.Context) bool {
+	return errors.Is(context.Cause(cctx), ErrClosed)
+}
+
+// track registers a new hold and makes it its Mutex's current hold, in one
+// step under l.mu. It fails if Close has begun: the caller must then give
+// the grant back.
 func (l *locker) track(h *hold) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -95,6 +153,9 @@ func (l *locker) track(h *hold) error {
 		return ErrClosed
 	}
 	l.holds[h] = struct{}{}
+	h.m.mu.Lock()
+	h.m.h = h
+	h.m.mu.Unlock()
 	return nil
 }
 
@@ -104,6 +165,10 @@ func (l *locker) untrack(h *hold) {
 	l.mu.Unlock()
 }
 
+// Close stops new calls, cancels the acquires in flight and waits for every
+// call in flight to return (a grant that reaches one of them now is given
+// back by that call, which returns ErrClosed), then releases every hold
+// still open, and only then closes the driver.
 func (l *locker) Close() error {
 	l.mu.Lock()
 	if l.isClosed {
@@ -111,12 +176,18 @@ func (l *locker) Close() error {
 		return nil
 	}
 	l.isClosed = true
-	close(l.closed)
+	l.endLife()
+	graceTimer := time.AfterFunc(closeReleaseTimeout, l.endGrace)
+	for l.calls > 0 {
+		l.idle.Wait()
+	}
 	holds := make([]*hold, 0, len(l.holds))
 	for h := range l.holds {
 		holds = append(holds, h)
 	}
 	l.mu.Unlock()
+	graceTimer.Stop()
+	l.endGrace()
 
 	ctx, cancel := context.WithTimeout(context.Background(), closeReleaseTimeout)
 	defer cancel()
@@ -125,7 +196,7 @@ func (l *locker) Close() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = h.m.release(ctx, h)
+			_ = h.m.release(ctx, h, ErrClosed)
 		}()
 	}
 	wg.Wait()

@@ -18,8 +18,9 @@ type mutex struct {
 	key  string
 	opts options
 
-	mu sync.Mutex
-	h  *hold // current hold, nil when none
+	mu      sync.Mutex
+	h       *hold // current hold, nil when none
+	lastErr error // why the last hold ended, once it has been cleared
 }
 
 // closedChan is returned by Done when nothing is held.
@@ -33,15 +34,25 @@ func (m *mutex) current() *hold {
 	return m.h
 }
 
+// live returns the current hold if it has not ended, looking at the clock
+// first: a hold whose validity window has run out is declared lost here,
+// whether or not the watchdog's timer has fired yet.
+func (m *mutex) live() *hold {
+	if h := m.current(); h != nil && !h.checkClock() {
+		return h
+	}
+	return nil
+}
+
 func (m *mutex) Token() Token {
-	if h := m.current(); h != nil && !h.ended() {
+	if h := m.live(); h != nil {
 		return Token(h.dh.Token)
 	}
 	return 0
 }
 
 func (m *mutex) Lease() Lease {
-	if h := m.current(); h != nil && !h.ended() {
+	if h := m.live(); h != nil {
 		return h.leaseNow()
 	}
 	return Lease{}
@@ -49,13 +60,42 @@ func (m *mutex) Lease() Lease {
 
 func (m *mutex) Done() <-chan struct{} {
 	if h := m.current(); h != nil {
+		h.checkClock()
 		return h.done
 	}
 	return closedChan
 }
 
+func (m *mutex) Err() error {
+	m.mu.Lock()
+	h, last := m.h, m.lastErr
+	m.mu.Unlock()
+	if h == nil {
+		return last
+	}
+	h.checkClock()
+	return h.endCause()
+}
+
 func (m *mutex) errorf(op string, err error) error {
 	return fmt.Errorf("dlock: %s %q: %w", op, m.key, err)
+}
+
+// settle checks the Mutex's current hold before an acquire: a live hold is
+// ErrAlreadyHeld; a hold that was lost and never unlocked is cleaned up (the
+// release is guarded, it never frees a successor's lock).
+func (m *mutex) settle(ctx context.Context) error {
+	h := m.current()
+	if h == nil {
+		return nil
+	}
+	if !h.checkClock() {
+		return ErrAlreadyHeld
+	}
+	if err := m.release(ctx, h, nil); err != nil && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrNotHeld) {
+		return err
+	}
+	return nil
 }
 
 // begin checks what every acquire checks first.
@@ -63,22 +103,19 @@ func (m *mutex) begin(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := m.l.checkOpen(); err != nil {
-		return err
-	}
-	h := m.current()
-	if h == nil {
+	return m.settle(ctx)
+}
+
+// finishCall maps the outcome of a call whose context cctx was derived by
+// locker.enter: a call cut short by Close reports ErrClosed.
+func (m *mutex) finishCall(op string, cctx context.Context, err error) error {
+	if err == nil {
 		return nil
 	}
-	if !h.ended() {
-		return ErrAlreadyHeld
+	if closedDuring(cctx) {
+		return m.errorf(op, ErrClosed)
 	}
-	// The previous hold was lost and never unlocked: clean it up (the
-	// release is guarded, it never frees a successor's lock) and go on.
-	if err := m.release(ctx, h); err != nil && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrNotHeld) {
-		return err
-	}
-	return nil
+	return m.errorf(op, err)
 }
 
 func (m *mutex) request() driver.Request {
@@ -88,33 +125,57 @@ func (m *mutex) request() driver.Request {
 }
 
 func (m *mutex) TryLock(ctx context.Context) error {
-	if err := m.begin(ctx); err != nil {
+	ctx, exit, err := m.l.enter(ctx, false)
+	if err != nil {
 		return m.errorf("trylock", err)
+	}
+	defer exit()
+	return m.finishCall("trylock", ctx, m.tryLock(ctx))
+}
+
+func (m *mutex) tryLock(ctx context.Context) error {
+	if err := m.begin(ctx); err != nil {
+		return err
 	}
 	gt, ok := m.l.gates.tryEnter(m.key)
 	if !ok {
-		return m.errorf("trylock", fmt.Errorf("%w (by another Mutex of this Locker)", ErrNotAcquired))
+		return fmt.Errorf("%w (by another Mutex of this Locker)", ErrNotAcquired)
 	}
 	sent := time.Now()
 	dh, err := m.l.drv.TryAcquire(ctx, m.request())
 	if err != nil {
 		m.l.gates.leave(m.key, gt)
-		return m.errorf("trylock", classify(ctx, err, false))
+		return classify(ctx, err, false)
 	}
 	return m.held(ctx, gt, dh, sent)
 }
 
 func (m *mutex) Lock(ctx context.Context) error {
-	if err := m.begin(ctx); err != nil {
-		return m.errorf("lock", err)
-	}
-	gt, err := m.l.gates.enter(ctx, m.key, m.l.closed)
+	ctx, exit, err := m.l.enter(ctx, false)
 	if err != nil {
 		return m.errorf("lock", err)
 	}
-	if m.current() != nil { // another Lock on this Mutex won meanwhile
+	defer exit()
+	return m.finishCall("lock", ctx, m.lock(ctx))
+}
+
+func (m *mutex) lock(ctx context.Context) error {
+	if err := m.begin(ctx); err != nil {
+		return err
+	}
+	gt, err := m.l.gates.enter(ctx, m.key, m.l.closed)
+	if err != nil {
+		if ctx.Err() != nil {
+			// Another Mutex of this Locker held the key all along.
+			return fmt.Errorf("%w: %w (held by another Mutex of this Locker)", ErrNotAcquired, ctx.Err())
+		}
+		return err
+	}
+	// Another Lock on this Mutex may have won meanwhile, and its hold may
+	// since have been lost.
+	if err := m.settle(ctx); err != nil {
 		m.l.gates.leave(m.key, gt)
-		return m.errorf("lock", ErrAlreadyHeld)
+		return err
 	}
 	var (
 		dh   driver.Hold
@@ -133,7 +194,7 @@ func (m *mutex) Lock(ctx context.Context) error {
 	}
 	if err != nil {
 		m.l.gates.leave(m.key, gt)
-		return m.errorf("lock", err)
+		return err
 	}
 	return m.held(ctx, gt, dh, sent)
 }
@@ -201,31 +262,35 @@ func (m *mutex) acquireLoop(ctx context.Context) (driver.Hold, time.Time, error)
 	}
 }
 
-// classify turns a driver error into what the caller sees. A context error
-// stays in the chain; if the backend never answered during the call, the
-// error also matches ErrUnavailable, since the server could not be reached
-// before the deadline.
+// classify turns a driver error into what the caller sees. When ctx has
+// ended, the error matches ctx.Err(), and also ErrNotAcquired if the backend
+// answered during the call that the key was held (the wait outlasted ctx),
+// or ErrUnavailable if it never answered. It never matches both.
 func classify(ctx context.Context, err error, answered bool) error {
-	if ctx.Err() != nil {
-		cerr := ctx.Err()
-		if answered {
-			if errors.Is(err, cerr) {
-				return err
-			}
-			return fmt.Errorf("%w (%v)", cerr, err)
-		}
-		if errors.Is(err, ErrUnavailable) && errors.Is(err, cerr) {
+	if ctx.Err() == nil {
+		return err
+	}
+	cerr := ctx.Err()
+	if answered {
+		if errors.Is(err, cerr) && errors.Is(err, ErrNotAcquired) && !errors.Is(err, ErrUnavailable) {
 			return err
 		}
-		return fmt.Errorf("%w: no answer before the context ended: %w", ErrUnavailable, cerr)
+		if errors.Is(err, cerr) {
+			return fmt.Errorf("%w: %w", ErrNotAcquired, cerr)
+		}
+		return fmt.Errorf("%w: %w (%v)", ErrNotAcquired, cerr, err)
 	}
-	return err
+	if errors.Is(err, ErrUnavailable) && errors.Is(err, cerr) {
+		return err
+	}
+	return fmt.Errorf("%w: no answer before the context ended: %w", ErrUnavailable, cerr)
 }
 
 // held records a granted hold and starts its watchdog. A grant whose
 // validity window has already run down to the loss margin (a driver whose
 // hold dates from a lease extension long before the grant, Hold.Since) is
-// given back, never reported acquired.
+// given back, never reported acquired; so is a grant that arrives after
+// Close began.
 func (m *mutex) held(ctx context.Context, gt *gate, dh driver.Hold, sent time.Time) error {
 	if !dh.Since.IsZero() {
 		sent = dh.Since
@@ -243,67 +308,72 @@ func (m *mutex) held(ctx context.Context, gt *gate, dh driver.Hold, sent time.Ti
 		defer cancel()
 		_ = m.l.drv.Release(rctx, dh)
 		m.l.gates.leave(m.key, gt)
-		return m.errorf("lock", err)
+		return err
 	}
-	m.mu.Lock()
-	m.h = h
-	m.mu.Unlock()
 	h.start()
 	return nil
 }
 
 func (m *mutex) Unlock(ctx context.Context) error {
-	if err := m.l.checkOpen(); err != nil {
+	ctx, exit, err := m.l.enter(ctx, true)
+	if err != nil {
 		return m.errorf("unlock", err)
 	}
-	m.mu.Lock()
-	h := m.h
-	m.mu.Unlock()
+	defer exit()
+	h := m.current()
 	if h == nil {
 		return m.errorf("unlock", ErrNotHeld)
 	}
-	return m.release(ctx, h)
+	return m.finishCall("unlock", ctx, m.release(ctx, h, ErrUnlocked))
 }
 
 // release ends h: Done closes, the watchdog stops, the backend lock is
-// released (safely: only if it is still h's), and the gate opens.
-func (m *mutex) release(ctx context.Context, h *hold) error {
+// released (safely: only if it is still h's), and the gate opens. why is
+// the cause recorded for a hold that had not ended yet (ErrUnlocked,
+// ErrClosed); nil when cleaning up a hold known to be lost.
+func (m *mutex) release(ctx context.Context, h *hold, why error) error {
 	m.mu.Lock()
 	if m.h != h { // released concurrently (Unlock racing Close)
 		m.mu.Unlock()
-		return m.errorf("unlock", ErrNotHeld)
+		return ErrNotHeld
 	}
 	m.h = nil
 	m.mu.Unlock()
 
-	wasLost := h.finish()
+	if why == nil {
+		why = ErrUnlocked
+	}
+	wasLost := h.finish(why)
 	err := m.l.drv.Release(ctx, h.dh)
 	m.l.untrack(h)
 	h.leaveGate()
 	switch {
 	case wasLost:
-		return m.errorf("unlock", fmt.Errorf("%w: %w", ErrLockLost, h.cause()))
+		err = h.endCause()
 	case err == nil:
-		return nil
 	case errors.Is(err, ErrNotHeld):
 		// The server no longer had it although our validity window said we
 		// did: it was lost without us noticing.
-		return m.errorf("unlock", fmt.Errorf("%w: %w", ErrLockLost, err))
+		err = newLoss(ErrReportedLost, err)
+		h.setCause(err)
 	default:
-		return m.errorf("unlock", classify(ctx, err, false))
+		err = classify(ctx, err, false)
 	}
+	m.mu.Lock()
+	m.lastErr = h.endCause()
+	m.mu.Unlock()
+	return err
 }
 
 func (m *mutex) Renew(ctx context.Context) error {
-	if err := m.l.checkOpen(); err != nil {
+	ctx, exit, err := m.l.enter(ctx, false)
+	if err != nil {
 		return m.errorf("renew", err)
 	}
+	defer exit()
 	h := m.current()
 	if h == nil {
 		return m.errorf("renew", ErrNotHeld)
 	}
-	if err := h.renew(ctx); err != nil {
-		return m.errorf("renew", err)
-	}
-	return nil
+	return m.finishCall("renew", ctx, h.renew(ctx))
 }

@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"sort"
@@ -62,7 +63,19 @@ func Schemes() []string {
 //	ttl=30s         default lease of Mutexes made from this Locker
 //	autorenew=true  renewal watchdog on or off
 //
-// Anything else is the backend's; an unknown parameter is an error.
+// Anything else is the backend's; an unknown parameter is an error whose
+// message lists every parameter the URL may carry. Every error Open returns
+// reads "dlock: open SCHEME: ..." (a malformed URL or unknown scheme: the
+// reason alone) and matches, with errors.Is:
+//
+//   - ErrInvalidURL for a malformed URL, an unknown scheme, or an unknown or
+//     malformed parameter; a parameter whose value is out of range (ttl=0,
+//     a TTL outside the backend's limits) matches ErrInvalidOption too;
+//   - ErrUnavailable when no server (for a quorum backend such as Redlock,
+//     not a quorum) answered before ctx ended or the backend's own dial
+//     timeout ran out: Open fails rather than return a Locker that cannot
+//     lock;
+//   - ctx's error when ctx had ended, as well.
 func Open(ctx context.Context, rawURL string) (Locker, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -81,22 +94,38 @@ func Open(ctx context.Context, rawURL string) (Locker, error) {
 	}
 	opts, err := portableParams(u)
 	if err != nil {
-		return nil, err
+		return nil, &openError{scheme, err}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, &openError{scheme, err}
 	}
 	d, err := open(ctx, u)
 	if err != nil {
-		return nil, fmt.Errorf("dlock: open %s: %w", scheme, err)
+		return nil, &openError{scheme, err}
 	}
 	l, err := NewLocker(d, opts...)
 	if err != nil {
 		_ = d.Close()
-		return nil, err
+		if errors.Is(err, ErrInvalidOption) {
+			err = fmt.Errorf("%w: %w", ErrInvalidURL, err)
+		}
+		return nil, &openError{scheme, err}
 	}
 	return l, nil
 }
+
+// openError is an error of Open: "dlock: open SCHEME: ..." with the cause in
+// the chain, naming dlock once however many layers added the prefix.
+type openError struct {
+	scheme string
+	err    error
+}
+
+func (e *openError) Error() string {
+	return "dlock: open " + e.scheme + ": " + strings.ReplaceAll(e.err.Error(), "dlock: ", "")
+}
+
+func (e *openError) Unwrap() error { return e.err }
 
 // portableParams takes ttl and autorenew out of u's query.
 func portableParams(u *url.URL) ([]Option, error) {

@@ -32,6 +32,9 @@ func TestOpenBadInput(t *testing.T) {
 		{"mem://?ttl=0s", dlock.ErrInvalidOption, "positive"},
 		{"mem://?ttl=-1s", dlock.ErrInvalidOption, "positive"},
 		{"mem://?ttl=1ns", dlock.ErrInvalidOption, "10ms"},
+		// A bad parameter is a bad URL, whatever its cause.
+		{"mem://?ttl=0s", dlock.ErrInvalidURL, "positive"},
+		{"mem://?tll=5s", dlock.ErrInvalidURL, "(known: autorenew, ttl)"},
 		{"mem://x/path", dlock.ErrInvalidURL, "path"},
 	} {
 		l, err := dlock.Open(ctx, tc.url)
@@ -45,14 +48,21 @@ func TestOpenBadInput(t *testing.T) {
 		if !strings.Contains(err.Error(), tc.text) {
 			t.Errorf("Open(%q) error %q does not mention %q", tc.url, err, tc.text)
 		}
+		if n := strings.Count(err.Error(), "dlock"); n != 1 {
+			t.Errorf("Open(%q) error %q says dlock %d times; want once", tc.url, err, n)
+		}
 	}
 }
 
 func TestOpenCancelledContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := dlock.Open(ctx, "mem://"); !errors.Is(err, context.Canceled) {
+	_, err := dlock.Open(ctx, "mem://")
+	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Open with a cancelled context: %v", err)
+	}
+	if err == context.Canceled || !strings.HasPrefix(err.Error(), "dlock: open mem: ") {
+		t.Fatalf("Open with a cancelled context: %q; want it wrapped as every Open error is", err)
 	}
 }
 

@@ -595,7 +595,10 @@ func (s *suite) close(t *testing.T) {
 	}
 }
 
-// Case 13: an unreachable server is reported, in time, and never as a lock.
+// Case 13: an unreachable server is reported, in time, and never as a
+// lock. Open fails with ErrUnavailable when no server (or no quorum)
+// answers; a Locker over a client made for such a server reports
+// ErrUnavailable on Lock and TryLock.
 func (s *suite) unavailable(t *testing.T) {
 	addr := SilentServer(t)
 	const wait = 2 * time.Second
@@ -603,12 +606,23 @@ func (s *suite) unavailable(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	l, err := s.h.Unreachable(ctx, addr)
+	if err == nil {
+		_ = l.Close()
+		t.Fatal("opening a Locker on an unreachable server succeeded; want ErrUnavailable")
+	}
+	if !errors.Is(err, dlock.ErrUnavailable) {
+		t.Fatalf("opening a Locker on an unreachable server: %v; want ErrUnavailable", err)
+	}
+	if el := time.Since(start); el > wait+slack {
+		t.Fatalf("open took %v with a %v deadline", el, wait)
+	}
+	if s.h.UnreachableClient == nil {
+		return
+	}
+	l, err = s.h.UnreachableClient(ctx, addr)
 	if err != nil {
 		if !errors.Is(err, dlock.ErrUnavailable) {
-			t.Fatalf("opening a Locker on an unreachable server: %v; want ErrUnavailable", err)
-		}
-		if el := time.Since(start); el > wait+slack {
-			t.Fatalf("open took %v with a %v deadline", el, wait)
+			t.Fatalf("a Locker over a client of an unreachable server: %v; want a Locker, or ErrUnavailable", err)
 		}
 		return
 	}

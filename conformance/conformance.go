@@ -23,7 +23,9 @@
 //
 // The cases, each a subtest of Run: LockUnlock, TryLockHeld, Exclusion,
 // Fencing, Expiry, Renew, AutoRenew, Context, Handoff, Keys, Misuse, Close,
-// Unavailable, BrokenLease, ManyKeys. RunBenchmarks measures the same
+// Unavailable, BrokenLease, ManyKeys, and the portable contract's: PanicInDo,
+// CloseRace, LockTimeoutClass, UnlockAfterTakeover, LocksAfterLoss,
+// HoldCause, PausedHold. RunBenchmarks measures the same
 // backend: uncontended Lock+Unlock, parallel distinct keys, and contended
 // handoff.
 package conformance
@@ -45,10 +47,12 @@ type Harness struct {
 	// closes every Locker it makes. Options are defaults for its Mutexes.
 	NewLocker func(ctx context.Context, opts ...dlock.Option) (dlock.Locker, error)
 
-	// Unreachable returns a Locker configured for addr, a TCP address that
-	// accepts connections and never answers (a server that hangs). It may
-	// instead fail with an error matching dlock.ErrUnavailable. Nil only
-	// when InProcess is true.
+	// Unreachable opens a Locker from a URL naming addr, a TCP address that
+	// accepts connections and never answers (a server that hangs), as
+	// dlock.Open does (for a quorum backend, with every other instance
+	// silent too). It must fail with an error matching
+	// dlock.ErrUnavailable before its context ends. Nil only when
+	// InProcess is true.
 	Unreachable func(ctx context.Context, addr string) (dlock.Locker, error)
 
 	// BreakLease ends key's current hold from outside, as an operator or a
@@ -64,8 +68,19 @@ type Harness struct {
 	ExpiryGrace time.Duration
 
 	// InProcess marks a backend with no server (memory, file). It only
-	// exempts the Unreachable case.
+	// exempts the Unavailable case.
 	InProcess bool
+
+	// UnreachableClient, when not nil, returns a Locker over a client the
+	// caller made for addr (a server that accepts connections and never
+	// answers), through the backend's constructor that does not talk to
+	// the server. Lock and TryLock on it must fail with ErrUnavailable.
+	UnreachableClient func(ctx context.Context, addr string) (dlock.Locker, error)
+
+	// CloseRounds is how many times the CloseRace case races calls against
+	// Close (default 20; more for in-process backends, fewer for slow
+	// servers).
+	CloseRounds int
 }
 
 func (h Harness) ttl() time.Duration {
@@ -111,6 +126,15 @@ func Run(t *testing.T, h Harness) {
 		{"Unavailable", false, s.unavailable},
 		{"BrokenLease", true, s.brokenLease},
 		{"ManyKeys", false, s.manyKeys},
+		{"PanicInDo", false, s.panicInDo},
+		{"CloseRace", false, s.closeRace},
+		{"LockTimeoutClass", false, s.lockTimeoutClass},
+		{"UnlockAfterTakeover", true, s.unlockAfterTakeover},
+		{"LocksAfterLoss", true, s.locksAfterLoss},
+		{"HoldCause", true, s.holdCause},
+		// Stops the whole process for a moment: runs alone, before the
+		// parallel cases.
+		{"PausedHold", false, s.pausedHold},
 	}
 	for _, c := range cases {
 		if c.name == "Unavailable" && h.InProcess {

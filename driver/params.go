@@ -14,6 +14,11 @@ import (
 // malformed URL parameter. dlock re-exports it.
 var ErrInvalidURL = errors.New("dlock: invalid backend URL")
 
+// PortableParams are the URL parameters every backend takes, read by
+// dlock.Open and removed from the URL before the driver's OpenFunc sees it.
+// Params lists them among the known parameters in its errors.
+var PortableParams = []string{"autorenew", "ttl"}
+
 // Params reads the query parameters of a backend URL. Every getter records
 // the name it was asked for; Done reports any parameter nobody asked for, so
 // that a typo ("tll=5s") is an error instead of a silent default.
@@ -126,13 +131,39 @@ func (p *Params) Done() error {
 		return nil
 	}
 	sort.Strings(unknown)
-	known := make([]string, 0, len(p.used))
-	for name := range p.used {
-		known = append(known, name)
+	for _, name := range unknown {
+		for _, pp := range PortableParams {
+			if name == pp {
+				return fmt.Errorf("%w: parameter %s is read by dlock.Open; with a driver made directly, pass dlock.WithTTL or dlock.WithAutoRenew to dlock.NewLocker",
+					ErrInvalidURL, name)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	var known []string
+	for _, names := range [][]string{PortableParams, keys(p.used)} {
+		for _, name := range names {
+			if !seen[name] {
+				seen[name] = true
+				known = append(known, name)
+			}
+		}
 	}
 	sort.Strings(known)
-	return fmt.Errorf("%w: unknown parameter %s (known: %s)", ErrInvalidURL,
+	s := ""
+	if len(unknown) > 1 {
+		s = "s"
+	}
+	return fmt.Errorf("%w: unknown parameter%s %s (known: %s)", ErrInvalidURL, s,
 		strings.Join(unknown, ", "), strings.Join(known, ", "))
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
 
 // Hosts splits a URL's host part on commas ("a:1,b:2") and checks that each

@@ -88,6 +88,15 @@ func harness(t testing.TB) conformance.Harness {
 			}
 			return dlock.NewLocker(d)
 		},
+		UnreachableClient: func(ctx context.Context, addr string) (dlock.Locker, error) {
+			cfg := api.DefaultConfig()
+			cfg.Address = addr
+			c, err := api.NewClient(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return New(c, Config{Prefix: testPrefix})
+		},
 		BreakLease: func(ctx context.Context, key string) error {
 			_, err := a.breakLease(ctx, key)
 			return err

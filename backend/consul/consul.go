@@ -2,7 +2,6 @@ package consul
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -53,41 +52,57 @@ const idleConnTimeout = 3 * time.Second
 // bgTimeout bounds a background cleanup request (destroying a session).
 const bgTimeout = 5 * time.Second
 
-// Option configures a Locker made by New or NewFromConfig.
-type Option func(*config)
+// Config configures a Locker made by New or NewFromConfig. The zero value
+// means every default.
+type Config struct {
+	// Prefix is the KV prefix under which lock keys are stored ("" means
+	// DefaultPrefix, "dlock"). It is a slash-separated path of
+	// [A-Za-z0-9._-] segments. URL: the path, consul://host:8500/my/prefix.
+	Prefix string
+	// LockDelay is the lock-delay of the sessions the Locker creates (0
+	// means DefaultLockDelay, 15s, Consul's own default; a negative value
+	// turns it off; at most 60s). See the package documentation for what
+	// it protects. URL: lockdelay=15s (lockdelay=0 turns it off).
+	LockDelay time.Duration
+	// Monitors is how many holds of the Locker are watched at a time by a
+	// blocking query, so that a session destroyed or a key deleted from
+	// outside is noticed at once (0 means DefaultMonitors, 64; a negative
+	// value means none). Holds beyond that notice the loss at their next
+	// renewal instead (within TTL/3). URL: monitors=64 (monitors=0 for
+	// none).
+	Monitors int
+}
 
+// resolve applies the defaults.
+func (c Config) resolve() config {
+	out := defaultConfig()
+	if c.Prefix != "" {
+		out.prefix = c.Prefix
+	}
+	switch {
+	case c.LockDelay < 0:
+		out.lockDelay = 0
+	case c.LockDelay > 0:
+		out.lockDelay = c.LockDelay
+	}
+	switch {
+	case c.Monitors < 0:
+		out.monitors = 0
+	case c.Monitors > 0:
+		out.monitors = c.Monitors
+	}
+	return out
+}
+
+// config is the resolved Config (and what a URL says).
 type config struct {
 	prefix    string
 	lockDelay time.Duration
 	monitors  int
-	defaults  []dlock.Option
 }
 
 func defaultConfig() config {
 	return config{prefix: DefaultPrefix, lockDelay: DefaultLockDelay, monitors: DefaultMonitors}
-}
-
-// WithPrefix sets the KV prefix under which lock keys are stored
-// (default "dlock"). It is a slash-separated path of [A-Za-z0-9._-]
-// segments. URL: the path, consul://host:8500/my/prefix.
-func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
-
-// WithLockDelay sets the lock-delay of the sessions the Locker creates
-// (default 15s, Consul's own default; 0 turns it off; at most 60s). See
-// the package documentation for what it protects. URL: lockdelay=15s.
-func WithLockDelay(d time.Duration) Option { return func(c *config) { c.lockDelay = d } }
-
-// WithMonitors sets how many holds of the Locker are watched at a time by a
-// blocking query, so that a session destroyed or a key deleted from outside
-// is noticed at once (default 64). Holds beyond that, and every hold when
-// n is 0, notice the loss at their next renewal instead (within TTL/3).
-// URL: monitors=64.
-func WithMonitors(n int) Option { return func(c *config) { c.monitors = n } }
-
-// WithMutexDefaults sets the defaults of every Mutex made from the Locker
-// (dlock.WithTTL, dlock.WithAutoRenew). URL: ttl=30s, autorenew=true.
-func WithMutexDefaults(opts ...dlock.Option) Option {
-	return func(c *config) { c.defaults = append(c.defaults, opts...) }
 }
 
 func (c config) validate() error {
@@ -96,7 +111,7 @@ func (c config) validate() error {
 			dlock.ErrInvalidOption, c.prefix)
 	}
 	if c.lockDelay < 0 || c.lockDelay > MaxLockDelay {
-		return fmt.Errorf("%w: consul lock-delay %v: want 0 to %v", dlock.ErrInvalidOption, c.lockDelay, MaxLockDelay)
+		return fmt.Errorf("%w: consul lock-delay %v: want at most %v", dlock.ErrInvalidOption, c.lockDelay, MaxLockDelay)
 	}
 	if c.monitors < 0 {
 		return fmt.Errorf("%w: consul monitors %d: want 0 or more", dlock.ErrInvalidOption, c.monitors)
@@ -104,48 +119,47 @@ func (c config) validate() error {
 	return nil
 }
 
-// New returns a Locker over a Consul client the caller already has. The
-// client's address, datacenter, TLS settings and ACL token are used as
-// they are. Close does not close the client's connections: the client
-// remains the caller's.
-func New(client *api.Client, opts ...Option) (dlock.Locker, error) {
+// New returns a Locker over a Consul client the caller already has: client
+// first, the backend's Config, then dlock's options (the defaults of every
+// Mutex made from the Locker), as every backend's constructor over a
+// caller's client. The client's address, datacenter, TLS settings and ACL
+// token are used as they are. The client stays the caller's: Close of the
+// Locker destroys its sessions but leaves the client and its connections
+// alone. New does not talk to the agent (an agent that does not answer
+// shows in Lock as ErrUnavailable).
+func New(client *api.Client, cfg Config, opts ...dlock.Option) (dlock.Locker, error) {
 	if client == nil {
-		return nil, errors.New("consul: New with a nil client")
+		return nil, fmt.Errorf("%w: consul: New with a nil client", dlock.ErrInvalidOption)
 	}
-	cfg := defaultConfig()
-	for _, o := range opts {
-		o(&cfg)
-	}
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	d := newDriver(client, client, nil, cfg)
-	return wrap(d, cfg)
-}
-
-// NewFromConfig returns a Locker with clients of its own made from cfg (nil
-// means api.DefaultConfig(), which reads CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN
-// and the other CONSUL_* variables). cfg.HttpClient must be nil. The
-// Locker uses two clones of cfg.Transport (one for requests, with at most
-// 32 connections, one for blocking queries) and closes their connections
-// on Close; cfg itself is not modified.
-func NewFromConfig(cfg *api.Config, opts ...Option) (dlock.Locker, error) {
-	c := defaultConfig()
-	for _, o := range opts {
-		o(&c)
-	}
+	c := cfg.resolve()
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	d, err := newOwnedDriver(cfg, c)
+	d := newDriver(client, client, nil, c)
+	return wrap(d, opts)
+}
+
+// NewFromConfig returns a Locker with clients of its own made from apiCfg
+// (nil means api.DefaultConfig(), which reads CONSUL_HTTP_ADDR,
+// CONSUL_HTTP_TOKEN and the other CONSUL_* variables). apiCfg.HttpClient
+// must be nil. The Locker owns these clients: it uses two clones of
+// apiCfg.Transport (one for requests, with at most 32 connections, one for
+// blocking queries) and closes their connections on Close; apiCfg itself
+// is not modified. Like New, it does not talk to the agent.
+func NewFromConfig(apiCfg *api.Config, cfg Config, opts ...dlock.Option) (dlock.Locker, error) {
+	c := cfg.resolve()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	d, err := newOwnedDriver(apiCfg, c)
 	if err != nil {
 		return nil, err
 	}
-	return wrap(d, c)
+	return wrap(d, opts)
 }
 
-func wrap(d *consulDriver, cfg config) (dlock.Locker, error) {
-	l, err := dlock.NewLocker(d, cfg.defaults...)
+func wrap(d *consulDriver, opts []dlock.Option) (dlock.Locker, error) {
+	l, err := dlock.NewLocker(d, opts...)
 	if err != nil {
 		_ = d.Close()
 		return nil, err

@@ -43,15 +43,11 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	l, err := consul.New(client,
-		consul.WithPrefix("myapp/locks"),
-		consul.WithLockDelay(5*time.Second),
-		consul.WithMutexDefaults(dlock.WithTTL(20*time.Second)),
-	)
+	l, err := consul.New(client, consul.Config{Prefix: "myapp/locks", LockDelay: 5 * time.Second}, dlock.WithTTL(20*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer l.Close() // leaves client's connections alone
+	defer l.Close() // releases the locks; the client stays the caller's
 
 	m, err := l.NewMutex("leader")
 	if err != nil {
@@ -75,7 +71,7 @@ func ExampleNewFromConfig() {
 	cfg := api.DefaultConfig()
 	cfg.Address = "127.0.0.1:8500"
 	cfg.Token = "an ACL token with session:write and key:write on myapp/locks"
-	l, err := consul.NewFromConfig(cfg, consul.WithPrefix("myapp/locks"))
+	l, err := consul.NewFromConfig(cfg, consul.Config{Prefix: "myapp/locks"})
 	if err != nil {
 		log.Fatal(err)
 	}

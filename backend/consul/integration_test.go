@@ -246,7 +246,7 @@ func TestNewWithOwnClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := New(c, WithPrefix(testPrefix), WithLockDelay(0), WithMutexDefaults(dlock.WithTTL(MinTTL)))
+	l, err := New(c, Config{Prefix: testPrefix, LockDelay: -1}, dlock.WithTTL(MinTTL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func TestNewWithOwnClient(t *testing.T) {
 		t.Fatalf("Lock: %v", err)
 	}
 	if m.Lease().TTL != MinTTL {
-		t.Fatalf("Lease().TTL = %v; want the default set by WithMutexDefaults, %v", m.Lease().TTL, MinTTL)
+		t.Fatalf("Lease().TTL = %v; want the default given to New, %v", m.Lease().TTL, MinTTL)
 	}
 	if err := l.Close(); err != nil {
 		t.Fatalf("Close: %v", err)

@@ -81,16 +81,29 @@ func TestParseURL(t *testing.T) {
 }
 
 func TestOptionsValidated(t *testing.T) {
-	for name, opt := range map[string]Option{
-		"prefix":    WithPrefix("a//b"),
-		"lockdelay": WithLockDelay(2 * time.Minute),
-		"monitors":  WithMonitors(-1),
+	for name, cfg := range map[string]Config{
+		"prefix":    {Prefix: "a//b"},
+		"lockdelay": {LockDelay: 2 * time.Minute},
 	} {
-		if _, err := NewFromConfig(nil, opt); !errors.Is(err, dlock.ErrInvalidOption) {
+		if _, err := NewFromConfig(nil, cfg); !errors.Is(err, dlock.ErrInvalidOption) {
 			t.Errorf("NewFromConfig with a bad %s: %v; want ErrInvalidOption", name, err)
 		}
 	}
-	if _, err := New(nil); err == nil {
-		t.Error("New(nil) succeeded")
+	if _, err := New(nil, Config{}); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Errorf("New(nil): %v; want ErrInvalidOption", err)
+	}
+	// Zero means the default, a negative value turns the feature off.
+	for _, c := range []struct {
+		cfg       Config
+		lockDelay time.Duration
+		monitors  int
+	}{
+		{Config{}, DefaultLockDelay, DefaultMonitors},
+		{Config{LockDelay: -1, Monitors: -1}, 0, 0},
+		{Config{LockDelay: time.Second, Monitors: 3}, time.Second, 3},
+	} {
+		if got := c.cfg.resolve(); got.lockDelay != c.lockDelay || got.monitors != c.monitors || got.prefix != DefaultPrefix {
+			t.Errorf("%+v resolves to %+v; want lock-delay %v, monitors %d, prefix %q", c.cfg, got, c.lockDelay, c.monitors, DefaultPrefix)
+		}
 	}
 }

@@ -37,15 +37,25 @@ const cleanupTimeout = 3 * time.Second
 
 func init() { dlock.Register(Scheme, open) }
 
+// Config configures a Locker made by New. The zero value is usable.
+type Config struct {
+	// Prefix is the key prefix the locks live under ("" means
+	// DefaultPrefix; a "/" is appended if missing). URL: the path,
+	// etcd://host:2379/PREFIX.
+	Prefix string
+}
+
 // New returns a Locker that keeps its locks in the etcd cluster cli talks
-// to, under prefix ("" means DefaultPrefix; a "/" is appended if missing).
-// cli stays the caller's: closing the Locker does not close it. The options
-// set the defaults of every Mutex made from the Locker.
-func New(cli *clientv3.Client, prefix string, opts ...dlock.Option) (dlock.Locker, error) {
+// to. cli stays the caller's: Close of the Locker releases its locks and
+// revokes its leases but does not close cli, which the caller closes after
+// the Locker. New does not talk to the cluster (a cluster that does not
+// answer shows in Lock as ErrUnavailable). The options set the defaults of
+// every Mutex made from the Locker.
+func New(cli *clientv3.Client, cfg Config, opts ...dlock.Option) (dlock.Locker, error) {
 	if cli == nil {
-		return nil, errors.New("etcd: New with a nil client")
+		return nil, fmt.Errorf("%w: etcd: New with a nil client", dlock.ErrInvalidOption)
 	}
-	return dlock.NewLocker(newDriver(cli, prefix, false), opts...)
+	return dlock.NewLocker(newDriver(cli, cfg.Prefix, false), opts...)
 }
 
 // open is the OpenFunc for etcd:// URLs.

@@ -49,7 +49,7 @@ func ExampleNew() {
 	}
 	defer cli.Close()
 
-	l, err := etcd.New(cli, "myapp/locks", dlock.WithTTL(15*time.Second))
+	l, err := etcd.New(cli, etcd.Config{Prefix: "myapp/locks"}, dlock.WithTTL(15*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}

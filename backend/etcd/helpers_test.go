@@ -102,7 +102,7 @@ func (e *env) newLocker(_ context.Context, opts ...dlock.Option) (dlock.Locker, 
 	if err != nil {
 		return nil, err
 	}
-	l, err := etcd.New(cli, e.prefix, opts...)
+	l, err := etcd.New(cli, etcd.Config{Prefix: e.prefix}, opts...)
 	if err != nil {
 		_ = cli.Close()
 		return nil, err
@@ -153,6 +153,20 @@ func (e *env) harness() conformance.Harness {
 		NewLocker: e.newLocker,
 		Unreachable: func(ctx context.Context, addr string) (dlock.Locker, error) {
 			return dlock.Open(ctx, "etcd://"+addr+"/"+e.prefix)
+		},
+		UnreachableClient: func(ctx context.Context, addr string) (dlock.Locker, error) {
+			cfg := e.cfg
+			cfg.Endpoints, cfg.DialTimeout = []string{addr}, 0 // no blocking dial
+			cli, err := clientv3.New(cfg)
+			if err != nil {
+				return nil, err
+			}
+			l, err := etcd.New(cli, etcd.Config{Prefix: e.prefix})
+			if err != nil {
+				_ = cli.Close()
+				return nil, err
+			}
+			return &locker{Locker: l, cli: cli}, nil
 		},
 		BreakLease:  e.breakLease,
 		TTL:         etcd.MinTTL,

@@ -178,7 +178,7 @@ func TestLeaderKill(t *testing.T) {
 	if err != nil {
 		t.Fatalf("client of %s: %v", leader, err)
 	}
-	l, err := etcdNew(cli, e.prefix)
+	l, err := etcdNew(cli, etcd.Config{Prefix: e.prefix})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -281,7 +281,7 @@ func TestCloseEndsWaiters(t *testing.T) {
 		t.Fatalf("client of a silent server: %v", err)
 	}
 	t.Cleanup(func() { _ = cli.Close() })
-	sl, err := etcd.New(cli, e.prefix)
+	sl, err := etcd.New(cli, etcd.Config{Prefix: e.prefix})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,8 +38,9 @@ func harness(t testing.TB) conformance.Harness {
 			}
 			return nil
 		},
-		TTL:       500 * time.Millisecond,
-		InProcess: true, // no server to be unreachable
+		TTL:         500 * time.Millisecond,
+		InProcess:   true, // no server to be unreachable
+		CloseRounds: 300,
 	}
 }
 

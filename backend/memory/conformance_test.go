@@ -23,8 +23,9 @@ func harness() conformance.Harness {
 			}
 			return nil
 		},
-		TTL:       300 * time.Millisecond,
-		InProcess: true,
+		TTL:         300 * time.Millisecond,
+		CloseRounds: 300,
+		InProcess:   true,
 	}
 }
 

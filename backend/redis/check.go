@@ -78,7 +78,7 @@ func (i serverInfo) checkEviction(allow bool) error {
 		return nil
 	}
 	sort.Strings(bad)
-	return fmt.Errorf("%w: %s; set maxmemory-policy noeviction, or allow_eviction=true (Options.AllowEviction) to accept the risk",
+	return fmt.Errorf("%w: %s; set maxmemory-policy noeviction, or allow_eviction=true (Config.AllowEviction) to accept the risk",
 		ErrEvictionPolicy, strings.Join(bad, ", "))
 }
 

@@ -10,7 +10,7 @@ import (
 )
 
 // A server whose maxmemory-policy may evict keys is refused unless the URL
-// (or Options) allows it.
+// (or Config) allows it.
 func TestEvictionPolicy(t *testing.T) {
 	srv := startTempServer(t)
 	admin := srv.client()
@@ -28,7 +28,7 @@ func TestEvictionPolicy(t *testing.T) {
 		if !errors.Is(err, ErrEvictionPolicy) || errors.Is(err, dlock.ErrUnavailable) {
 			t.Fatalf("Open with maxmemory-policy %s: %v; want ErrEvictionPolicy", policy, err)
 		}
-		if _, err := New(ctx, admin, nil); !errors.Is(err, ErrEvictionPolicy) {
+		if _, err := New(ctx, admin, Config{}); !errors.Is(err, ErrEvictionPolicy) {
 			t.Fatalf("New with maxmemory-policy %s: %v; want ErrEvictionPolicy", policy, err)
 		}
 		l, err = dlock.Open(ctx, srv.url()+"?allow_eviction=true")
@@ -36,7 +36,7 @@ func TestEvictionPolicy(t *testing.T) {
 			t.Fatalf("Open with allow_eviction=true: %v", err)
 		}
 		_ = l.Close()
-		l, err = New(ctx, admin, &Options{AllowEviction: true})
+		l, err = New(ctx, admin, Config{AllowEviction: true})
 		if err != nil {
 			t.Fatalf("New with AllowEviction: %v", err)
 		}

@@ -64,7 +64,7 @@ func ExampleNew() {
 	})
 	defer client.Close()
 
-	locker, err := redis.New(ctx, client, &redis.Options{Prefix: "myapp"}, dlock.WithTTL(15*time.Second))
+	locker, err := redis.New(ctx, client, redis.Config{Prefix: "myapp"}, dlock.WithTTL(15*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func ExampleNew_replicas() {
 		ContextTimeoutEnabled: true,
 	})
 	defer client.Close()
-	locker, err := redis.New(ctx, client, &redis.Options{WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond})
+	locker, err := redis.New(ctx, client, redis.Config{WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}

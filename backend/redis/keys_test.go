@@ -81,18 +81,18 @@ func TestLockKey(t *testing.T) {
 }
 
 func TestOptionsNormalize(t *testing.T) {
-	o, err := (*Options)(nil).normalize()
+	o, err := Config{}.normalize()
 	if err != nil || o.Prefix != DefaultPrefix || o.WaitTimeout != DefaultWaitTimeout {
-		t.Fatalf("nil Options: %+v, %v", o, err)
+		t.Fatalf("zero Config: %+v, %v", o, err)
 	}
-	for _, bad := range []Options{
+	for _, bad := range []Config{
 		{Prefix: "a{"},
 		{Prefix: "}"},
 		{WaitReplicas: -1},
 		{WaitTimeout: -time.Second},
 	} {
 		if _, err := bad.normalize(); err == nil {
-			t.Errorf("Options %+v accepted", bad)
+			t.Errorf("Config %+v accepted", bad)
 		}
 	}
 }

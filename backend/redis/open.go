@@ -63,7 +63,7 @@ func openDriver(ctx context.Context, u *url.URL) (*redisDriver, error) {
 
 // parseOwnParams takes this backend's parameters out of u and returns the
 // URL that is left for go-redis.
-func parseOwnParams(u *url.URL) (Options, *url.URL, error) {
+func parseOwnParams(u *url.URL) (Config, *url.URL, error) {
 	q := u.Query()
 	mine := url.Values{}
 	for _, name := range ownParams {
@@ -73,7 +73,7 @@ func parseOwnParams(u *url.URL) (Options, *url.URL, error) {
 		}
 	}
 	p := driver.NewParams(&url.URL{RawQuery: mine.Encode()})
-	o := Options{
+	o := Config{
 		Prefix:        p.String("prefix", DefaultPrefix),
 		WaitReplicas:  p.Int("wait_replicas", 0),
 		WaitTimeout:   p.Duration("wait_timeout", DefaultWaitTimeout),
@@ -94,7 +94,7 @@ func parseOwnParams(u *url.URL) (Options, *url.URL, error) {
 	if _, ok := mine["wait_timeout"]; ok && o.WaitReplicas == 0 {
 		return o, nil, fmt.Errorf("%w: wait_timeout without wait_replicas", driver.ErrInvalidURL)
 	}
-	o, err := (&o).normalize()
+	o, err := o.normalize()
 	if err != nil {
 		return o, nil, fmt.Errorf("%w: %v", driver.ErrInvalidURL, err)
 	}
@@ -129,8 +129,8 @@ func newClient(u *url.URL) (goredis.UniversalClient, error) {
 	}
 	gu := url.URL{Scheme: base, User: u.User, Host: hosts[0], Path: u.Path, RawQuery: q.Encode()}
 	invalid := func(err error) error {
-		return fmt.Errorf("%w: %s: %v (this backend's own parameters: %s)",
-			driver.ErrInvalidURL, u.Redacted(), err, strings.Join(ownParams, ", "))
+		return fmt.Errorf("%w: %s: %v (parameters: dlock's %s; this backend's %s; any other is go-redis's, such as dial_timeout, read_timeout, pool_size)",
+			driver.ErrInvalidURL, u.Redacted(), err, strings.Join(driver.PortableParams, ", "), strings.Join(ownParams, ", "))
 	}
 	switch kind {
 	case "":

@@ -14,10 +14,9 @@ import (
 	"github.com/dlock-go/dlock/internal/redislua"
 )
 
-// Options configure the backend. The zero value (or nil) is usable: prefix
-// "dlock", no replica acknowledgement, and a refusal of servers that may
-// evict keys.
-type Options struct {
+// Config configures the backend. The zero value is usable: prefix "dlock",
+// no replica acknowledgement, and a refusal of servers that may evict keys.
+type Config struct {
 	// Prefix starts the hash tag of every key this backend writes
 	// ("{dlock:KEY}:lock"). Lockers with different prefixes never see each
 	// other's locks. It must not contain '{' or '}'. Default "dlock".
@@ -42,7 +41,7 @@ type Options struct {
 	AllowEviction bool
 }
 
-// DefaultWaitTimeout is the WAIT timeout when Options.WaitTimeout is zero.
+// DefaultWaitTimeout is the WAIT timeout when Config.WaitTimeout is zero.
 const DefaultWaitTimeout = 500 * time.Millisecond
 
 // releaseMessage is what a release publishes; waiters only need the wake-up.
@@ -52,11 +51,8 @@ const releaseMessage = "released"
 // outcome is unknown.
 const cleanupTimeout = 5 * time.Second
 
-func (o *Options) normalize() (Options, error) {
-	var out Options
-	if o != nil {
-		out = *o
-	}
+func (o Config) normalize() (Config, error) {
+	out := o
 	if out.Prefix == "" {
 		out.Prefix = DefaultPrefix
 	}
@@ -75,8 +71,9 @@ func (o *Options) normalize() (Options, error) {
 	return out, nil
 }
 
-// New returns a Locker over client, a go-redis client the caller keeps
-// owning (Close of the Locker does not close it): a *redis.Client
+// New returns a Locker over client, a go-redis client that stays the
+// caller's: Close of the Locker releases its locks but does not close the
+// client, which the caller closes after the Locker. client is a *redis.Client
 // (standalone, or Sentinel-backed from redis.NewFailoverClient) or a
 // *redis.ClusterClient. A redis.Ring is refused: its shards are independent
 // servers and a shard that goes away moves its keys to another, which
@@ -84,16 +81,19 @@ func (o *Options) normalize() (Options, error) {
 //
 // New talks to the server once, to check that it is reachable (else an
 // error matching dlock.ErrUnavailable), that its maxmemory-policy cannot
-// evict keys (see Options.AllowEviction) and, on a Cluster, whether sharded
-// pub/sub is available. The dlock options set the Locker's defaults.
+// evict keys (see Config.AllowEviction) and, on a Cluster, whether sharded
+// pub/sub is available; ctx bounds that. The dlock options set the
+// Locker's defaults. Like every backend's constructor over a client the
+// caller made, it takes the client first, the backend's Config, then
+// dlock's options.
 //
 // For the caller's context to bound every call, create the client with
 // ContextTimeoutEnabled: true (Open does).
-func New(ctx context.Context, client goredis.UniversalClient, o *Options, opts ...dlock.Option) (dlock.Locker, error) {
+func New(ctx context.Context, client goredis.UniversalClient, cfg Config, opts ...dlock.Option) (dlock.Locker, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: redis: nil client", dlock.ErrInvalidOption)
 	}
-	cfg, err := o.normalize()
+	cfg, err := cfg.normalize()
 	if err != nil {
 		return nil, fmt.Errorf("%w: redis: %v", dlock.ErrInvalidOption, err)
 	}
@@ -118,7 +118,7 @@ func lockerOver(d *redisDriver, opts []dlock.Option) (dlock.Locker, error) {
 type redisDriver struct {
 	client    goredis.UniversalClient
 	ownClient bool // opened from a URL: Close closes it
-	cfg       Options
+	cfg       Config
 	publish   string // redislua.Publish or redislua.ShardedPublish
 	subs      *subscriptions
 
@@ -134,7 +134,7 @@ type redisDriver struct {
 
 var _ driver.Locker = (*redisDriver)(nil)
 
-func newDriver(ctx context.Context, client goredis.UniversalClient, cfg Options, own bool) (*redisDriver, error) {
+func newDriver(ctx context.Context, client goredis.UniversalClient, cfg Config, own bool) (*redisDriver, error) {
 	switch client.(type) {
 	case *goredis.Client, *goredis.ClusterClient:
 	default:

@@ -36,7 +36,7 @@ func singleHarness(b *testing.B, host string) conformance.Harness {
 	return conformance.Harness{
 		NewLocker: func(ctx context.Context, opts ...dlock.Option) (dlock.Locker, error) {
 			c := goredis.NewClient(&goredis.Options{Addr: host, ContextTimeoutEnabled: true})
-			l, err := redisbackend.New(ctx, c, &redisbackend.Options{Prefix: prefix}, opts...)
+			l, err := redisbackend.New(ctx, c, redisbackend.Config{Prefix: prefix}, opts...)
 			if err != nil {
 				_ = c.Close()
 				return nil, err

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend/redlock"
 	"github.com/dlock-go/dlock/conformance"
@@ -41,6 +43,16 @@ func harness(t testing.TB) conformance.Harness {
 				return nil, err
 			}
 			return dlock.NewLocker(d)
+		},
+		// The same over clients of the caller's: New does not talk to them.
+		UnreachableClient: func(ctx context.Context, addr string) (dlock.Locker, error) {
+			var clients []*redis.Client
+			for _, a := range []string{addr, conformance.SilentServer(t), conformance.SilentServer(t)} {
+				c := redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true, MaxRetries: -1})
+				t.Cleanup(func() { _ = c.Close() })
+				clients = append(clients, c)
+			}
+			return redlock.New(clients, redlock.Config{Prefix: prefix, Timeout: 200 * time.Millisecond})
 		},
 		// An operator deleting the lock on every instance.
 		BreakLease: func(ctx context.Context, key string) error {

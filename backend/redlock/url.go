@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 
@@ -22,7 +23,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Locker, error) {
 }
 
 // OpenDriver returns the driver for a redlock:// URL (see the package
-// documentation), for wrapping with dlock.NewLocker. The portable
+// documentation), for wrapping with dlock.NewLocker. Like dlock.Open, it
+// fails with ErrUnavailable unless a quorum of the instances answers a
+// PING before ctx ends. The portable
 // parameters ttl and autorenew belong to dlock.Open and are rejected here.
 // Close closes the clients it made.
 func OpenDriver(ctx context.Context, rawURL string) (*Driver, error) {
@@ -113,5 +116,43 @@ func open(ctx context.Context, u *url.URL) (*Driver, error) {
 		return nil, fmt.Errorf("%w: %w", driver.ErrInvalidURL, err)
 	}
 	d.owned = true
+	if err := d.ping(ctx); err != nil {
+		_ = d.Close()
+		return nil, err
+	}
 	return d, nil
+}
+
+// ping checks that a quorum of instances answers before ctx ends (or each
+// client's own read timeout runs out): a Redlock none or too few of whose
+// masters answer cannot grant a lock, so Open fails with ErrUnavailable
+// rather than return a Locker that cannot lock.
+func (d *Driver) ping(ctx context.Context) error {
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		addr string
+		err  error
+	}
+	results := make(chan result, len(d.inst))
+	for _, in := range d.inst {
+		go func() { results <- result{in.addr, in.client.Ping(pctx).Err()} }()
+	}
+	answered := 0
+	var errs []error
+	for range d.inst {
+		r := <-results
+		if r.err == nil {
+			if answered++; answered == d.quorum {
+				return nil
+			}
+			continue
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", r.addr, r.err))
+		if len(errs) > len(d.inst)-d.quorum {
+			break
+		}
+	}
+	return driver.Unavailable(fmt.Errorf("redlock: %d of %d instances answered, a quorum is %d: %w",
+		answered, len(d.inst), d.quorum, errors.Join(errs...)))
 }

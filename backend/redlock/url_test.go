@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -11,9 +12,11 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend/redlock"
+	"github.com/dlock-go/dlock/conformance"
 )
 
-// These need no server: opening connects lazily.
+// The invalid URLs are refused before any connection is made; Open of a
+// valid one checks that a quorum answers.
 
 func TestOpenURLInvalid(t *testing.T) {
 	ctx := context.Background()
@@ -57,11 +60,12 @@ func TestOpenURLInvalid(t *testing.T) {
 
 func TestOpenURLValid(t *testing.T) {
 	ctx := context.Background()
+	hosts := hostsOf(t, endpoint(t))
+	three, five := strings.Join(hosts[:3], ","), strings.Join(hosts, ",")
 	for _, u := range []string{
-		"redlock://a:1,b:2,c:3",
-		"redlock://a,b,c",
-		"redlock://user:pw@a:1,b:2,c:3/?prefix=app:locks:&timeout=20ms&drift=0.05&db=2",
-		"redlock://a:1,b:2,c:3,d:4,e:5?ttl=10s&autorenew=false",
+		"redlock://" + three,
+		"redlock://" + three + "/?prefix=app:locks:&timeout=20ms&drift=0.05&db=2",
+		"redlock://" + five + "?ttl=10s&autorenew=false",
 	} {
 		l, err := dlock.Open(ctx, u)
 		if err != nil {
@@ -89,7 +93,8 @@ func TestOpenDriverURL(t *testing.T) {
 			t.Errorf("OpenDriver(%q): %v; want ErrInvalidURL", u, err)
 		}
 	}
-	d, err := redlock.OpenDriver(ctx, "redlock://a:1,b:2,c:3,d:4,e:5?timeout=20ms")
+	hosts := hostsOf(t, endpoint(t))
+	d, err := redlock.OpenDriver(ctx, "redlock://"+strings.Join(hosts, ",")+"?timeout=20ms")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,14 +103,64 @@ func TestOpenDriverURL(t *testing.T) {
 		t.Errorf("Quorum() = %d over 5 instances; want 3", d.Quorum())
 	}
 	st := d.Stats()
-	if len(st) != 5 || st[0].Addr != "a:1" || st[4].Addr != "e:5" {
+	if len(st) != 5 || st[0].Addr != hosts[0] || st[4].Addr != hosts[4] {
 		t.Errorf("Stats() = %+v; want the five hosts in order", st)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := redlock.OpenDriver(cctx, "redlock://a:1,b:2,c:3"); !errors.Is(err, context.Canceled) {
+	if _, err := redlock.OpenDriver(cctx, "redlock://"+strings.Join(hosts[:3], ",")); !errors.Is(err, context.Canceled) {
 		t.Errorf("OpenDriver with a cancelled context: %v; want context.Canceled", err)
 	}
+}
+
+// Open needs a quorum of answering instances: two of five refusing
+// connections is fine, three is ErrUnavailable, and so is every instance
+// hanging.
+func TestOpenNeedsQuorum(t *testing.T) {
+	hosts := hostsOf(t, endpoint(t))
+	refused := closedPorts(t, 3)
+	silent := []string{conformance.SilentServer(t), conformance.SilentServer(t), conformance.SilentServer(t)}
+	for _, c := range []struct {
+		hosts []string
+		ok    bool
+	}{
+		{append(append([]string{}, hosts[:3]...), refused[:2]...), true},
+		{append(append([]string{}, hosts[:2]...), refused...), false},
+		{append(append([]string{}, hosts[:2]...), silent...), false},
+		{silent, false},
+	} {
+		u := "redlock://" + strings.Join(c.hosts, ",") + "?timeout=200ms"
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		l, err := dlock.Open(ctx, u)
+		cancel()
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("Open(%q) with a quorum answering: %v", u, err)
+		case !c.ok && err == nil:
+			_ = l.Close()
+			t.Errorf("Open(%q) with no quorum answering succeeded; want ErrUnavailable", u)
+		case !c.ok && !errors.Is(err, dlock.ErrUnavailable):
+			t.Errorf("Open(%q) with no quorum answering: %v; want ErrUnavailable", u, err)
+		}
+		if err == nil {
+			_ = l.Close()
+		}
+	}
+}
+
+// closedPorts returns addresses on loopback where nothing listens.
+func closedPorts(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ln.Addr().String())
+		_ = ln.Close()
+	}
+	return out
 }
 
 func TestNewConfig(t *testing.T) {

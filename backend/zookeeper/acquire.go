@@ -283,7 +283,7 @@ func (d *zkDriver) grant(a *attempt, path string, own *existsResult, sent time.T
 // queue entry behind that could block the next attempt; if the delete does
 // not go through in time, the cleaner finishes it.
 func (d *zkDriver) leave(ctx context.Context, path string) {
-	if d.isClosed() {
+	if d.isClosed() && d.own { // the session ended with the conn, and its nodes with it
 		return
 	}
 	wait := min(d.sessionTimeout()/2, time.Second)

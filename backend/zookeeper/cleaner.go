@@ -109,6 +109,20 @@ func (c *cleaner) run() {
 	}
 }
 
+// closeCleanTimeout bounds the deletions Close makes on a caller's Conn.
+const closeCleanTimeout = 5 * time.Second
+
+// flush retries every pending deletion, and waits for abandoned creates to
+// report, until nothing is left or deadline passes.
+func (c *cleaner) flush(deadline time.Time) {
+	for c.pending() && time.Now().Before(deadline) {
+		c.pass()
+		if c.pending() {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
 // queued reports whether deletions wait for a retry.
 func (c *cleaner) queued() bool {
 	c.mu.Lock()

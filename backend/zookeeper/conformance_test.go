@@ -136,7 +136,7 @@ func TestConformance(t *testing.T) {
 		h.NewLocker = func(_ context.Context, opts ...dlock.Option) (dlock.Locker, error) {
 			return newOverConn(servers, opts...)
 		}
-		h.Unreachable = func(_ context.Context, addr string) (dlock.Locker, error) {
+		h.UnreachableClient = func(_ context.Context, addr string) (dlock.Locker, error) {
 			return newOverConn([]string{addr}, dlock.WithTTL(sessionTimeout))
 		}
 		conformance.Run(t, h)

@@ -131,8 +131,15 @@ func call[T any](ctx context.Context, f func() (T, error)) (T, error) {
 // Close stops the background work and, when Open dialled the connection,
 // closes it, which ends the session: the server deletes every node the
 // session still had. A Conn given to New stays open; the caller closes it.
+// Its session outlives the Locker, so Close first deletes what is still
+// queued for deletion (a waiter's node whose delete did not go through, an
+// abandoned create), for at most closeCleanTimeout: left there, such a node
+// would block every other process's Lock on its key.
 func (d *zkDriver) Close() error {
 	d.closeOnce.Do(func() {
+		if !d.own {
+			d.clean.flush(time.Now().Add(closeCleanTimeout))
+		}
 		close(d.closed)
 		if d.own {
 			d.conn.Close()
