@@ -65,4 +65,13 @@
 // context.Canceled or context.DeadlineExceeded stays in the chain; when the
 // backend never answered before the context ended, the error also matches
 // ErrUnavailable.
+//
+// # Observing
+//
+// WithObserver gives an Observer every event of a hold's life: Lock and
+// TryLock with the steps of their wait, acquisition with its token, each
+// renewal with the validity margin it had left, loss with its cause
+// (LossCause), release. Module github.com/dlock-go/dlock/otel turns them into
+// OpenTelemetry metrics and spans; WithLogger logs them with log/slog. With
+// no observer each event costs one nil check.
 package dlock

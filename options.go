@@ -18,6 +18,8 @@ type Option func(*options)
 type options struct {
 	ttl       time.Duration
 	autoRenew bool
+	observers []Observer
+	backend   string // the URL scheme, set by Open
 }
 
 func defaultOptions() options {
