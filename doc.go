@@ -74,4 +74,13 @@
 // never answered. A lost hold's error matches ErrLockLost (never
 // ErrNotHeld) and one of ErrRenewalFailed, ErrReportedLost and
 // ErrLeaseExpired; Mutex.Err returns it, or ErrUnlocked or ErrClosed.
+//
+// # Observing
+//
+// WithObserver gives an Observer every event of a hold's life: Lock and
+// TryLock with the steps of their wait, acquisition with its token, each
+// renewal with the validity margin it had left, loss with its cause
+// (LossCause), release. Module github.com/dlock-go/dlock/otel turns them into
+// OpenTelemetry metrics and spans; WithLogger logs them with log/slog. With
+// no observer each event costs one nil check.
 package dlock

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
+	"log/slog"
+	"os"
 	"time"
 
 	"github.com/dlock-go/dlock"
@@ -96,4 +99,22 @@ func ExampleMutex_Lock() {
 	// Output:
 	// true
 	// <nil> true
+}
+
+// Renewal trouble and losses are logged with log/slog; without WithLogger
+// dlock logs nothing.
+func ExampleWithLogger() {
+	ctx := context.Background()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	locker, err := dlock.Open(ctx, "mem://", dlock.WithLogger(logger))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+	m, _ := locker.NewMutex("jobs/nightly")
+	if err := m.Lock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer m.Unlock(ctx)
+	// Output:
 }

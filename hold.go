@@ -21,6 +21,7 @@ type hold struct {
 	gt *gate
 	dh driver.Hold
 
+	acquired time.Time     // when the grant came back, for HoldEnd
 	done     chan struct{} // closed when the hold ends, by Unlock or by loss
 	stopLost chan struct{} // stops the Lost watcher; nil without one
 	gateOnce sync.Once
@@ -38,7 +39,7 @@ type hold struct {
 }
 
 func newHold(m *mutex, gt *gate, dh driver.Hold, sent time.Time) *hold {
-	h := &hold{m: m, gt: gt, dh: dh, done: make(chan struct{})}
+	h := &hold{m: m, gt: gt, dh: dh, acquired: time.Now(), done: make(chan struct{})}
 	h.setLease(sent, dh.TTL)
 	return h
 }
@@ -148,7 +149,16 @@ func (h *hold) end(lostErr, why error) (already bool) {
 	if h.stopLost != nil {
 		close(h.stopLost)
 	}
+	cause := h.endErr
 	h.mu.Unlock()
+	// Observers hear of the end before Done closes, so that a program woken
+	// by Done finds the loss already logged and counted.
+	if o := h.m.obs; o != nil {
+		o.HoldEnd(HoldEnd{
+			Backend: h.m.opts.backend, Key: h.m.key, Token: Token(h.dh.Token),
+			Held: time.Since(h.acquired), Lost: lostErr != nil, Cause: cause,
+		})
+	}
 	close(h.done)
 	return false
 }
@@ -238,7 +248,7 @@ func (h *hold) tick() {
 	h.timer.Reset(time.Until(h.lossAt()))
 	h.mu.Unlock()
 
-	err := h.renew(ctx)
+	err := h.observedRenew(ctx, true)
 
 	h.mu.Lock()
 	cancel()
@@ -252,6 +262,27 @@ func (h *hold) tick() {
 		h.timer.Reset(h.nextWake())
 	}
 	h.mu.Unlock()
+}
+
+// observedRenew is renew between the observer's Begin and End, with the
+// margin a successful renewal had left.
+func (h *hold) observedRenew(ctx context.Context, watchdog bool) error {
+	o := h.m.obs
+	if o == nil {
+		return h.renew(ctx)
+	}
+	c := h.m.call(OpRenew)
+	c.Watchdog = watchdog
+	ctx = o.Begin(ctx, c)
+	before := h.leaseNow().Expires
+	err := h.renew(ctx)
+	r := Result{Outcome: renewOutcome(err), Err: err, Token: Token(h.dh.Token), Duration: time.Since(c.Start)}
+	if err == nil {
+		r.Margin = time.Until(before)
+		r.Lease = h.leaseNow()
+	}
+	o.End(ctx, c, r)
+	return err
 }
 
 // renew extends the lease. A renewal that comes back after the hold was

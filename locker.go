@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
+	"reflect"
 	"sync"
 	"time"
 
@@ -65,6 +67,9 @@ func NewLocker(d driver.Locker, opts ...Option) (Locker, error) {
 	for _, o := range opts {
 		o(&l.defaults)
 	}
+	if l.defaults.backend == "" {
+		l.defaults.backend = backendName(d)
+	}
 	if a, ok := d.(driver.Acquirer); ok {
 		l.acq = a
 	}
@@ -95,7 +100,7 @@ func (l *locker) NewMutex(key string, opts ...Option) (Mutex, error) {
 	if err := o.validate(l.lim); err != nil {
 		return nil, err
 	}
-	return &mutex{l: l, key: key, opts: o}, nil
+	return &mutex{l: l, key: key, opts: o, obs: o.observer()}, nil
 }
 
 func (l *locker) checkOpen() error {
@@ -203,4 +208,18 @@ func (l *locker) Close() error {
 	wg.Wait()
 	l.wg.Wait()
 	return l.drv.Close()
+}
+
+// backendName names a driver for observers when Open did not (a backend's
+// constructor over a caller's client): its Scheme method if it has one,
+// else the last element of its package path (redis, etcd, memory, ...).
+func backendName(d driver.Locker) string {
+	if n, ok := d.(interface{ Scheme() string }); ok {
+		return n.Scheme()
+	}
+	t := reflect.TypeOf(d)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return path.Base(t.PkgPath())
 }

@@ -17,6 +17,7 @@ type mutex struct {
 	l    *locker
 	key  string
 	opts options
+	obs  Observer // nil without one: every hook is one nil check
 
 	mu      sync.Mutex
 	h       *hold // current hold, nil when none
@@ -125,6 +126,13 @@ func (m *mutex) request() driver.Request {
 }
 
 func (m *mutex) TryLock(ctx context.Context) error {
+	if m.obs != nil {
+		return m.observeAcquire(ctx, OpTryLock, m.tryLockCall)
+	}
+	return m.tryLockCall(ctx, nil)
+}
+
+func (m *mutex) tryLockCall(ctx context.Context, _ *Call) error {
 	ctx, exit, err := m.l.enter(ctx, false)
 	if err != nil {
 		return m.errorf("trylock", err)
@@ -151,15 +159,50 @@ func (m *mutex) tryLock(ctx context.Context) error {
 }
 
 func (m *mutex) Lock(ctx context.Context) error {
+	if m.obs != nil {
+		return m.observeAcquire(ctx, OpLock, m.lockCall)
+	}
+	return m.lockCall(ctx, nil)
+}
+
+func (m *mutex) lockCall(ctx context.Context, c *Call) error {
 	ctx, exit, err := m.l.enter(ctx, false)
 	if err != nil {
 		return m.errorf("lock", err)
 	}
 	defer exit()
-	return m.finishCall("lock", ctx, m.lock(ctx))
+	return m.finishCall("lock", ctx, m.lock(ctx, c))
 }
 
-func (m *mutex) lock(ctx context.Context) error {
+// observeAcquire runs a Lock or TryLock call between the observer's Begin
+// and End.
+func (m *mutex) observeAcquire(ctx context.Context, op Op, call func(context.Context, *Call) error) error {
+	c := m.call(op)
+	ctx = m.obs.Begin(ctx, c)
+	err := call(ctx, &c)
+	r := Result{Outcome: lockOutcome(ctx, err), Err: err, Duration: time.Since(c.Start)}
+	if err == nil {
+		if h := m.current(); h != nil {
+			r.Lease = h.leaseNow()
+			r.Token = r.Lease.Token
+		}
+	}
+	m.obs.End(ctx, c, r)
+	return err
+}
+
+func (m *mutex) call(op Op) Call {
+	return Call{Op: op, Backend: m.opts.backend, Key: m.key, Start: time.Now()}
+}
+
+// step reports a step of the wait; c is nil without an observer.
+func (m *mutex) step(ctx context.Context, c *Call, s Step) {
+	if c != nil {
+		m.obs.Step(ctx, *c, s)
+	}
+}
+
+func (m *mutex) lock(ctx context.Context, c *Call) error {
 	if err := m.begin(ctx); err != nil {
 		return err
 	}
@@ -182,6 +225,7 @@ func (m *mutex) lock(ctx context.Context) error {
 		sent time.Time
 	)
 	if m.l.acq != nil {
+		m.step(ctx, c, StepQueued)
 		sent = time.Now()
 		dh, err = m.l.acq.Acquire(ctx, m.request())
 		if err != nil {
@@ -190,7 +234,7 @@ func (m *mutex) lock(ctx context.Context) error {
 			err = classify(ctx, err, errors.Is(err, ErrNotAcquired))
 		}
 	} else {
-		dh, sent, err = m.acquireLoop(ctx)
+		dh, sent, err = m.acquireLoop(ctx, c)
 	}
 	if err != nil {
 		m.l.gates.leave(m.key, gt)
@@ -204,7 +248,7 @@ func (m *mutex) lock(ctx context.Context) error {
 // comes first. The watch is set up only after a first failed attempt (so an
 // uncontended Lock costs one round trip), followed by a second attempt that
 // catches a release that happened before the watch existed.
-func (m *mutex) acquireLoop(ctx context.Context) (driver.Hold, time.Time, error) {
+func (m *mutex) acquireLoop(ctx context.Context, c *Call) (driver.Hold, time.Time, error) {
 	var (
 		w        driver.Watch
 		answered bool // the backend has answered at least once
@@ -233,6 +277,7 @@ func (m *mutex) acquireLoop(ctx context.Context) (driver.Hold, time.Time, error)
 				w = nil
 				return dh, sent, classify(ctx, err, answered)
 			}
+			m.step(ctx, c, StepWatch)
 			continue // try again now that no release can be missed
 		}
 		wait := m.opts.ttl
@@ -253,7 +298,9 @@ func (m *mutex) acquireLoop(ctx context.Context) (driver.Hold, time.Time, error)
 				_ = w.Close()
 				w = nil
 			}
+			m.step(ctx, c, StepWoken)
 		case <-timer.C:
+			m.step(ctx, c, StepRetry)
 		case <-ctx.Done():
 			return dh, sent, classify(ctx, ctx.Err(), answered)
 		case <-m.l.closed:
@@ -315,6 +362,21 @@ func (m *mutex) held(ctx context.Context, gt *gate, dh driver.Hold, sent time.Ti
 }
 
 func (m *mutex) Unlock(ctx context.Context) error {
+	if m.obs == nil {
+		return m.unlock(ctx)
+	}
+	c := m.call(OpUnlock)
+	ctx = m.obs.Begin(ctx, c)
+	var tok Token
+	if h := m.current(); h != nil {
+		tok = Token(h.dh.Token)
+	}
+	err := m.unlock(ctx)
+	m.obs.End(ctx, c, Result{Outcome: unlockOutcome(err), Err: err, Token: tok, Duration: time.Since(c.Start)})
+	return err
+}
+
+func (m *mutex) unlock(ctx context.Context) error {
 	ctx, exit, err := m.l.enter(ctx, true)
 	if err != nil {
 		return m.errorf("unlock", err)
@@ -376,5 +438,5 @@ func (m *mutex) Renew(ctx context.Context) error {
 	if h == nil {
 		return m.errorf("renew", ErrNotHeld)
 	}
-	return m.finishCall("renew", ctx, h.renew(ctx))
+	return m.finishCall("renew", ctx, h.observedRenew(ctx, false))
 }

@@ -76,7 +76,11 @@ func Schemes() []string {
 //     timeout ran out: Open fails rather than return a Locker that cannot
 //     lock;
 //   - ctx's error when ctx had ended, as well.
-func Open(ctx context.Context, rawURL string) (Locker, error) {
+//
+// opts set the defaults of every Mutex made from the Locker, as NewLocker's
+// do (WithObserver, WithLogger, WithTTL, ...); the URL's ttl and autorenew
+// parameters, when given, win over them.
+func Open(ctx context.Context, rawURL string, opts ...Option) (Locker, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidURL, err)
@@ -92,7 +96,7 @@ func Open(ctx context.Context, rawURL string) (Locker, error) {
 		return nil, fmt.Errorf("%w: unknown scheme %q (registered: %s; a backend registers its scheme when its package is imported)",
 			ErrInvalidURL, scheme, strings.Join(Schemes(), ", "))
 	}
-	opts, err := portableParams(u)
+	params, err := portableParams(u)
 	if err != nil {
 		return nil, &openError{scheme, err}
 	}
@@ -103,7 +107,8 @@ func Open(ctx context.Context, rawURL string) (Locker, error) {
 	if err != nil {
 		return nil, &openError{scheme, err}
 	}
-	l, err := NewLocker(d, opts...)
+	named := func(o *options) { o.backend = scheme }
+	l, err := NewLocker(d, append(append([]Option{named}, opts...), params...)...)
 	if err != nil {
 		_ = d.Close()
 		if errors.Is(err, ErrInvalidOption) {

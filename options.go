@@ -21,6 +21,8 @@ type options struct {
 	ttl       time.Duration
 	ttlSet    bool // given by WithTTL: never adjusted, refused if out of bounds
 	autoRenew bool
+	observers []Observer
+	backend   string // the URL scheme, set by Open
 }
 
 func defaultOptions() options {

@@ -254,3 +254,7 @@ func (d *memDriver) Close() error {
 	d.closeOnce.Do(func() { close(d.closed) })
 	return nil
 }
+
+// Scheme names the backend for observers (dlock.Call.Backend) when the
+// Locker is made by New rather than by dlock.Open.
+func (d *memDriver) Scheme() string { return Scheme }

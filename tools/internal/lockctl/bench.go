@@ -50,6 +50,7 @@ type benchConfig struct {
 	ttl        time.Duration
 	html       string
 	json       bool
+	metrics    *metrics // --metrics: the lock figures of every backend, printed at exit
 }
 
 // benchResult is one scenario against one backend.
@@ -99,6 +100,9 @@ func benchMain(ctx context.Context, args []string, sys IO) int {
 		_ = l.Close()
 	}
 	rep := runBench(ctx, cfg, newProgress(sys.Stderr, cfg))
+	if cfg.metrics != nil {
+		cfg.metrics.print(sys.Stderr)
+	}
 	if cfg.json {
 		if err := writeJSON(sys.Stdout, rep); err != nil {
 			return fail(sys.Stderr, err)
@@ -136,10 +140,14 @@ func parseBench(args []string, sys IO) (benchConfig, int, bool) {
 	fs.DurationVar(&cfg.ttl, "ttl", 0, "lease of the locks (default: the URL's ttl=, else 30s)")
 	fs.StringVar(&cfg.html, "html", "", "write a self-contained HTML report with charts to `FILE`")
 	fs.BoolVar(&cfg.json, "json", false, "print the results as JSON instead of the table")
+	withMetrics := fs.Bool("metrics", false, "also print dlock's lock figures per backend (wait, hold, renewals, losses) on stderr")
 	if code, ok := parseFlags(fs, args, sys); !ok {
 		return cfg, code, false
 	}
 	cfg.urls, cfg.scenarios = urls, scens
+	if *withMetrics {
+		cfg.metrics = newMetrics()
+	}
 	if len(cfg.scenarios) == 0 {
 		cfg.scenarios = allScenarios
 	}
@@ -221,7 +229,12 @@ func benchOne(ctx context.Context, cfg benchConfig, url, scen, keyBase string, p
 			counter, r.RequestsWhat = nil, fmt.Sprintf("n/a: %v", err)
 		}
 	}
-	newLocker := func() (dlock.Locker, error) { return open(ctx, url) }
+	newLocker := func() (dlock.Locker, error) {
+		if cfg.metrics != nil {
+			return open(ctx, url, dlock.WithObserver(cfg.metrics))
+		}
+		return open(ctx, url)
+	}
 	res, err := runScenario(ctx, scen, cfg, newLocker, keyBase, onStart)
 	if err != nil {
 		r.Error = err.Error()

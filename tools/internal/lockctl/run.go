@@ -22,6 +22,7 @@ runs on one at a time.
 
   lockctl run --wait 0 nightly-report -- ./report.sh        # skip if running elsewhere
   lockctl run --backend etcd://10.0.0.1:2379 db-migrate -- make migrate
+  lockctl run --metrics nightly-report -- ./report.sh       # wait, hold and renewal figures at exit
 
 While COMMAND runs, lockctl renews the lease (every TTL/3) and:
   - gives COMMAND DLOCK_KEY (the key) and DLOCK_TOKEN (the fencing token,
@@ -56,6 +57,7 @@ type runConfig struct {
 	onLost  syscall.Signal
 	grace   time.Duration // < 0: TTL/20
 	verbose bool
+	metrics bool
 	argv    []string
 }
 
@@ -79,6 +81,7 @@ func parseRun(args []string, sys IO) (runConfig, int, bool) {
 	grace := graceValue{d: -1}
 	fs.Var(&grace, "grace", "with --on-lost term, `time` between SIGTERM and SIGKILL")
 	fs.BoolVar(&cfg.verbose, "v", false, "report acquisition and release on stderr")
+	fs.BoolVar(&cfg.metrics, "metrics", false, "print the lock's figures (wait, hold, renewals and their margin, losses) on stderr at exit")
 	if code, ok := parseFlags(fs, args, sys); !ok {
 		return cfg, code, false
 	}
@@ -127,7 +130,13 @@ func run(ctx context.Context, cfg runConfig, sys IO) int {
 	if strings.HasPrefix(strings.ToLower(cfg.url), "mem:") {
 		fmt.Fprintln(sys.Stderr, "lockctl: warning: mem:// locks exclude only within this lockctl process; use file:// or a server")
 	}
-	l, err := open(ctx, cfg.url)
+	var obs []dlock.Option
+	if cfg.metrics {
+		mx := newMetrics()
+		obs = append(obs, dlock.WithObserver(mx))
+		defer mx.print(sys.Stderr) // after Close: the release is counted
+	}
+	l, err := open(ctx, cfg.url, obs...)
 	if err != nil {
 		return fail(sys.Stderr, err)
 	}

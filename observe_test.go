@@ -1,0 +1,192 @@
+package dlock_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend/memory"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// recorder is an Observer that keeps every event as a line of text.
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *recorder) add(s string) {
+	r.mu.Lock()
+	r.events = append(r.events, s)
+	r.mu.Unlock()
+}
+
+func (r *recorder) Begin(ctx context.Context, c dlock.Call) context.Context {
+	r.add("begin " + c.Op.String() + " " + c.Backend + " " + c.Key)
+	return ctx
+}
+func (r *recorder) Step(_ context.Context, c dlock.Call, s dlock.Step) {
+	r.add("step " + c.Op.String() + " " + s.String())
+}
+func (r *recorder) End(_ context.Context, c dlock.Call, res dlock.Result) {
+	s := "end " + c.Op.String() + " " + string(res.Outcome)
+	if c.Watchdog {
+		s += " watchdog"
+	}
+	r.add(s)
+}
+func (r *recorder) HoldEnd(e dlock.HoldEnd) {
+	if e.Lost {
+		r.add("hold lost " + dlock.LossCause(e.Cause))
+		return
+	}
+	r.add("hold ended " + e.Cause.Error())
+}
+
+func (r *recorder) has(t *testing.T, want ...string) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	got := strings.Join(r.events, "\n")
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("no event %q in:\n%s", w, got)
+		}
+	}
+}
+
+func TestObserverSeesAHoldsLife(t *testing.T) {
+	ctx := context.Background()
+	rec := &recorder{}
+	store := memory.NewStore()
+	l1, _ := memory.New(store, dlock.WithObserver(rec), dlock.WithTTL(150*time.Millisecond))
+	l2, _ := memory.New(store, dlock.WithObserver(rec))
+	defer l1.Close()
+	defer l2.Close()
+	a, _ := l1.NewMutex("k")
+	b, _ := l2.NewMutex("k")
+	if err := a.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Lock(ctx) }()
+	time.Sleep(120 * time.Millisecond) // a's watchdog renews meanwhile
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	store.Break("k")
+	<-b.Done()
+	rec.has(t,
+		"begin lock mem k", "end lock acquired", "end trylock not_acquired",
+		"step lock watch_set", "step lock woken", "end renew renewed watchdog",
+		"begin unlock mem k", "end unlock released", "hold ended "+dlock.ErrUnlocked.Error(),
+		"hold lost backend_reported")
+}
+
+// slowRenew fails every renewal the way an unreachable server does.
+type slowRenew struct{ driver.Locker }
+
+func (slowRenew) Renew(context.Context, driver.Hold) (time.Duration, error) {
+	return 0, driver.Unavailable(errors.New("connection refused"))
+}
+
+func TestWithLogger(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx := context.Background()
+	l, err := dlock.NewLocker(slowRenew{memory.NewStore().Driver()}, dlock.WithLogger(log), dlock.WithTTL(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	m, _ := l.NewMutex("jobs/nightly")
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tok := m.Token()
+	<-m.Done()
+	mu.Lock()
+	defer mu.Unlock()
+	levels := map[string]map[string]any{}
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		levels[rec["level"].(string)+" "+rec["msg"].(string)] = rec
+	}
+	acq := levels["DEBUG dlock: acquired"]
+	if acq == nil || acq["key"] != "jobs/nightly" || acq["token"] != float64(tok) {
+		t.Errorf("no DEBUG acquisition with key and token: %v", levels)
+	}
+	if levels["WARN dlock: renewal failed; retrying"] == nil {
+		t.Errorf("no WARN for the failed renewal: %v", levels)
+	}
+	lost := levels["ERROR dlock: lock lost"]
+	if lost == nil || lost["cause"] != "renewal_failed" || lost["key"] != "jobs/nightly" || lost["token"] != float64(tok) {
+		t.Errorf("no ERROR for the loss with key, token and cause: %v", levels)
+	}
+}
+
+type lockedWriter struct {
+	mu  *sync.Mutex
+	buf *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+// No observer: the hooks cost a nil check. Compare with the same benchmark
+// on a build without hooks, interleaved (see the README's Telemetry
+// section for the command and figures).
+func BenchmarkLockUnlockMem(b *testing.B) {
+	benchLockUnlock(b)
+}
+
+type noop struct{}
+
+func (noop) Begin(ctx context.Context, _ dlock.Call) context.Context { return ctx }
+func (noop) Step(context.Context, dlock.Call, dlock.Step)            {}
+func (noop) End(context.Context, dlock.Call, dlock.Result)           {}
+func (noop) HoldEnd(dlock.HoldEnd)                                   {}
+
+func BenchmarkLockUnlockMemNoopObserver(b *testing.B) {
+	benchLockUnlock(b, dlock.WithObserver(noop{}))
+}
+
+func benchLockUnlock(b *testing.B, opts ...dlock.Option) {
+	ctx := context.Background()
+	l, err := memory.New(memory.NewStore(), opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	m, _ := l.NewMutex("bench")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if err := m.Lock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

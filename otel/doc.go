@@ -1,0 +1,37 @@
+// Package dlockotel turns the events of dlock's portable layer into
+// OpenTelemetry metrics and spans, for every backend alike. It uses the
+// OpenTelemetry API only (no SDK, no exporter: the program chooses those),
+// and is a module of its own, so a program that does not want telemetry
+// never has OpenTelemetry in its module graph.
+//
+//	obs, err := dlockotel.New() // the global MeterProvider and TracerProvider
+//	if err != nil { ... }
+//	locker, err := dlock.Open(ctx, url, dlock.WithObserver(obs))
+//
+// # Instruments
+//
+// Every instrument carries dlock.backend (the URL scheme); dlock.key only
+// with WithKeyAttribute, since keys can be of unbounded cardinality.
+//
+//	dlock.lock.wait.duration     histogram, s   Lock/TryLock call to outcome; dlock.op (lock, trylock),
+//	                                            dlock.outcome (acquired, not_acquired, canceled, error)
+//	dlock.lock.hold.duration     histogram, s   acquisition to the end of the hold; dlock.end (unlocked, lost)
+//	dlock.lock.acquisitions      counter        holds granted
+//	dlock.lock.held              up-down        holds now held
+//	dlock.lock.renewals          counter        dlock.outcome (renewed, failed, lost), dlock.watchdog
+//	dlock.lock.renewal.duration  histogram, s   one renewal's round trip
+//	dlock.lock.renewal.margin    histogram, s   what was left of the validity window when a renewal
+//	                                            succeeded: the early warning before a loss
+//	dlock.lock.losses            counter        dlock.loss.cause (renewal_failed, backend_reported,
+//	                                            expired_unrenewed)
+//
+// # Spans
+//
+// dlock.Lock, dlock.TryLock, dlock.Unlock and dlock.Renew, with dlock.backend,
+// dlock.outcome and dlock.token as attributes. Lock's wait shows as events
+// (watch_set, woken, retried, queued). A renewal made by the watchdog is a
+// span of its own (a new root, not a child of whatever request took the
+// lock). Errors are recorded on the span with an Error status; a TryLock
+// that finds the key held, or a Lock whose context ends while it waits, is
+// an outcome, not an error.
+package dlockotel

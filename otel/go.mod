@@ -1,0 +1,25 @@
+module github.com/dlock-go/dlock/otel
+
+go 1.24.0
+
+require (
+	github.com/dlock-go/dlock v0.0.0-00010101000000-000000000000
+	go.opentelemetry.io/otel v1.40.0
+	go.opentelemetry.io/otel/metric v1.40.0
+	go.opentelemetry.io/otel/sdk v1.40.0
+	go.opentelemetry.io/otel/sdk/metric v1.40.0
+	go.opentelemetry.io/otel/trace v1.40.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/go-logr/logr v1.4.3 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	golang.org/x/sys v0.41.0 // indirect
+)
+
+// Development: the root module from this checkout. Replace directives
+// apply only when this module is the main module, so users never see it.
+replace github.com/dlock-go/dlock => ../
