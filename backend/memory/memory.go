@@ -58,7 +58,11 @@ type Store struct {
 	mu    sync.Mutex
 	locks map[string]*entry
 	subs  map[string]map[*watch]struct{}
-	seq   uint64 // the fencing counter, shared by all keys: monotone per key too
+	// seq is the fencing counter, shared by all keys (so monotone per key
+	// too): max(seq + 1, wall clock in µs) at each acquisition, so that a
+	// new process (a new Store) goes on above the tokens an earlier one
+	// issued, for a fence that outlives the process.
+	seq uint64
 }
 
 type entry struct {
@@ -159,7 +163,7 @@ func (d *memDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.
 	if e := s.current(req.Key, now); e != nil {
 		return driver.Hold{}, &driver.HeldError{Remaining: e.expires.Sub(now)}
 	}
-	s.seq++
+	s.seq = max(s.seq+1, uint64(now.UnixMicro()))
 	e := &entry{key: req.Key, owner: req.Owner, token: s.seq, expires: now.Add(req.TTL), lost: make(chan struct{})}
 	e.timer = time.AfterFunc(req.TTL, func() { s.expire(e) })
 	s.locks[req.Key] = e
