@@ -23,7 +23,16 @@ var (
 	// ErrEvictionPolicy: the server's maxmemory-policy may evict keys. An
 	// evicted lock lets a second holder in; an evicted fencing counter is
 	// re-seeded from the clock (still safe, but only by that argument).
-	// Returned at open unless eviction is explicitly allowed.
+	// Returned at open unless eviction is explicitly allowed, and by an
+	// acquire after the policy was read again and found unsafe: the first
+	// acquire after a connection to a server not seen before (a Sentinel
+	// failover, a promoted Cluster replica, a new Cluster node), after a
+	// renewal or release found its key gone on a server that may evict,
+	// and at most a minute after the last check otherwise (a CONFIG SET on
+	// a server already in use). A renewal or release that finds its key
+	// gone on such a server (allowed or not) returns an error matching
+	// both ErrNotHeld and ErrEvictionPolicy that names the policy: eviction
+	// is then the likely cause of the loss.
 	ErrEvictionPolicy = errors.New("redis: maxmemory-policy may evict lock keys")
 
 	// ErrReplicas: with WaitReplicas set, fewer replicas than asked for

@@ -38,7 +38,9 @@ type Options struct {
 
 	// AllowEviction accepts a server whose maxmemory-policy is not
 	// noeviction. Without it, opening such a server fails with
-	// ErrEvictionPolicy. URL parameter: allow_eviction.
+	// ErrEvictionPolicy, and so does an acquire once a later check finds
+	// one (see ErrEvictionPolicy for when the policy is read again).
+	// URL parameter: allow_eviction.
 	AllowEviction bool
 }
 
@@ -85,7 +87,10 @@ func (o *Options) normalize() (Options, error) {
 // New talks to the server once, to check that it is reachable (else an
 // error matching dlock.ErrUnavailable), that its maxmemory-policy cannot
 // evict keys (see Options.AllowEviction) and, on a Cluster, whether sharded
-// pub/sub is available. The dlock options set the Locker's defaults.
+// pub/sub is available. It adds a hook to client (on a Cluster, to each
+// node's client) that notes connections to servers not seen before, so
+// that the eviction policy is read again after a failover. The dlock
+// options set the Locker's defaults.
 //
 // For the caller's context to bound every call, create the client with
 // ContextTimeoutEnabled: true (Open does).
@@ -121,6 +126,7 @@ type redisDriver struct {
 	cfg       Options
 	publish   string // redislua.Publish or redislua.ShardedPublish
 	subs      *subscriptions
+	policy    *policyWatch // when to read maxmemory-policy again
 
 	bg       context.Context // background cleanups; cancelled by Close
 	bgCancel context.CancelFunc
@@ -153,8 +159,10 @@ func newDriver(ctx context.Context, client goredis.UniversalClient, cfg Options,
 		ownClient: own,
 		cfg:       cfg,
 		publish:   redislua.Publish,
+		policy:    newPolicyWatch(info),
 		closed:    make(chan struct{}),
 	}
+	d.policy.watchDials(ctx, client)
 	cluster, _ := client.(*goredis.ClusterClient)
 	sharded := cluster != nil && info.shardedPubSub
 	if sharded {
@@ -212,6 +220,15 @@ func (d *redisDriver) TryAcquire(ctx context.Context, req driver.Request) (drive
 		defer cancel()
 		_ = d.release(rctx, st)
 		return driver.Hold{}, d.replicaErr(acks)
+	}
+	// After the acquire, so that a connection it dialled (to a master
+	// new since the last check) is looked at before the hold is handed
+	// out.
+	if err := d.recheck(ctx); err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_ = d.release(rctx, st)
+		return driver.Hold{}, err
 	}
 	return driver.Hold{
 		Token: r.Token,
@@ -311,7 +328,11 @@ func (d *redisDriver) Release(ctx context.Context, h driver.Hold) error {
 	if err != nil {
 		return err
 	}
-	return d.release(ctx, st)
+	err = d.release(ctx, st)
+	if err == errReleased {
+		return d.notHeld(ctx, st)
+	}
+	return err
 }
 
 func (d *redisDriver) release(ctx context.Context, st *state) error {
@@ -325,10 +346,13 @@ func (d *redisDriver) release(ctx context.Context, st *state) error {
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("redis: lock expired or taken over: %w", driver.ErrNotHeld)
+		return errReleased
 	}
 	return nil
 }
+
+// errReleased is release's answer when the lock was not the owner's.
+var errReleased = fmt.Errorf("redis: lock expired or taken over: %w", driver.ErrNotHeld)
 
 func (d *redisDriver) Renew(ctx context.Context, h driver.Hold) (time.Duration, error) {
 	if err := d.check(ctx); err != nil {
@@ -348,7 +372,7 @@ func (d *redisDriver) Renew(ctx context.Context, h driver.Hold) (time.Duration, 
 		return 0, err
 	}
 	if !ok {
-		return 0, fmt.Errorf("redis: lock expired or taken over: %w", driver.ErrNotHeld)
+		return 0, d.notHeld(ctx, st)
 	}
 	if d.cfg.WaitReplicas > 0 && acks < int64(d.cfg.WaitReplicas) {
 		// Not lost, but a failover now could shorten the lease: report a
