@@ -85,9 +85,16 @@ func TestFaults(t *testing.T) {
 		})
 	}
 	t.Run("6-redis-restart", func(t *testing.T) { redisRestart(t, redisB(t)) })
+	t.Run("6b-redis-snapshot-rollback", func(t *testing.T) {
+		snapshotRollback(t, redisB(t), "6b Redis restarted from an older snapshot during a hold", []string{"redis"}, 3)
+	})
 	t.Run("7a-redlock-minority-down", func(t *testing.T) { redlockMinorityDown(t, redlockB(t)) })
 	t.Run("7b-redlock-majority-down", func(t *testing.T) { redlockMajorityDown(t, redlockB(t)) })
 	t.Run("7c-redlock-restart-empty", func(t *testing.T) { redlockRestartEmpty(t, redlockB(t)) })
+	t.Run("7d-redlock-snapshot-rollback", func(t *testing.T) {
+		snapshotRollback(t, redlockB(t), "7d Redlock: every master restarted from an older snapshot during a hold",
+			[]string{"redlock-1", "redlock-2", "redlock-3", "redlock-4", "redlock-5"}, 15)
+	})
 	t.Run("8-leader/etcd3", func(t *testing.T) { leaderFaults(t, etcd3B(t)) })
 	t.Run("8-leader/zookeeper3", func(t *testing.T) { leaderFaults(t, zk3B(t)) })
 	t.Run("8-leader-isolated/etcd3", func(t *testing.T) { leaderIsolated(t, etcd3B(t)) })
@@ -97,6 +104,7 @@ func TestFaults(t *testing.T) {
 		clientPartition(t, b, "9 ZooKeeper session expired (partition past the session timeout)", 3*b.TTL)
 	})
 	t.Run("10-consul-session-invalidated", func(t *testing.T) { consulInvalidated(t, consulB(t)) })
+	t.Run("11-sentinel-failover", sentinelFailover)
 }
 
 // Scenario 10: the holder's Consul session is destroyed from outside. The
