@@ -13,6 +13,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	redisbk "github.com/dlock-go/dlock/backend/redis"
 	"github.com/dlock-go/dlock/internal/launcher"
 	"github.com/dlock-go/dlock/internal/topology"
 )
@@ -322,4 +323,116 @@ func snapshotRollback(t *testing.T, b Backend, name string, nodes []string, acqu
 				expect{must: []string{"monotone-tokens"}, canary: []string{"exclusion", "stale-token", "lost-updates"}})
 		}
 	}
+}
+
+// clusterB is Redis Cluster for the failover scenario: a failed master is
+// noticed after the node timeout (5 s) and its replica elected a few
+// seconds later, so the victim's hold spans that. Liveness is counted from
+// the promotion: the clients must find the new master at once.
+func clusterB(url string) Backend {
+	return Backend{Name: "redis-cluster", URL: url, TTL: 3 * time.Second, Liveness: 3 * time.Second}
+}
+
+const clusterHold = 12 * time.Second
+
+// Scenario 12: a Redis Cluster master fails over to its replica after the
+// replica missed the last writes (as in scenario 11, the master refuses it
+// PSYNC and drops its link): the master serving the lock's slot is killed
+// and the Cluster promotes the replica, which knows neither the last locks
+// nor their tokens. Unfenced is a canary; fenced must keep the tokens
+// increasing and the data right.
+func clusterFailover(t *testing.T) {
+	for _, fenced := range []bool{false, true} {
+		t.Run(strings.Trim(fencedLabel(fenced), " ()"), func(t *testing.T) {
+			l, tp := private(t, "redis-cluster")
+			b := clusterB(tp.URL())
+			name := "12 Cluster failover to a replica that missed the last writes" + fencedLabel(fenced)
+			r := Start(t, b, RunOptions{Workers: 3, Fenced: fenced, Hold: victimHold(clusterHold)})
+			r.WaitFor(time.Minute, "5 writes", countWrites(5))
+
+			master, replica := slotNodes(t, tp, redisbk.LockKey(redisbk.DefaultPrefix, r.Key))
+			t.Logf("the lock's slot is on %s, replicated to %s", master.Name, replica.Name)
+			mark := Mono()
+			r.WaitFor(time.Minute, "the victim's release", func(e Event) bool {
+				return e.Kind == EvRelease && e.Worker == 0 && e.Mono > mark
+			})
+			mc := redisAdmin(t, master.Addr())
+			if err := mc.Do(ctx(t), "ACL", "SETUSER", "default", "-psync", "-sync").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := mc.Do(ctx(t), "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
+				t.Fatal(err)
+			}
+			cut := Mono()
+			acq := r.WaitFor(time.Minute, "the victim's acquisition after the cut", acquiredAfter(0, cut))
+			victim := r.WaitFor(time.Minute, "the victim's read", func(e Event) bool { return isRead(0)(e) && e.Mono >= acq.Mono })
+			pi := parseInfoLines(mc.Info(ctx(t), "replication").Val())
+			ri := parseInfoLines(redisAdmin(t, replica.Addr()).Info(ctx(t), "replication").Val())
+			t.Logf("before the kill: master offset %s, replica offset %s, link %s",
+				pi["master_repl_offset"], ri["slave_repl_offset"], ri["master_link_status"])
+
+			killed := time.Now()
+			if err := l.Kill(ctx(t), master.Name); err != nil {
+				t.Fatal(err)
+			}
+			rc := redisAdmin(t, replica.Addr())
+			for {
+				role, _ := rc.Do(ctx(t), "ROLE").Slice()
+				info := parseInfoLines(rc.ClusterInfo(ctx(t)).Val())
+				if len(role) > 0 && role[0] == "master" && info["cluster_state"] == "ok" {
+					break
+				}
+				if time.Since(killed) > time.Minute {
+					t.Fatalf("%s was not promoted within a minute", replica.Name)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			t.Logf("%s promoted %v after the kill", replica.Name, time.Since(killed).Round(time.Millisecond))
+			r.Healed()
+			heal := Mono()
+			r.WaitFor(time.Minute, "a write by the next holder", writeAfter(victim))
+			r.WaitFor(time.Minute, "the victim's stale step", staleStep(victim))
+			more := countWrites(3)
+			r.WaitFor(time.Minute, "3 writes after the failover", func(e Event) bool { return e.Mono > heal && more(e) })
+			h := r.Stop()
+			if fenced {
+				judge(t, name, b, h, expect{must: []string{"stale-token", "monotone-tokens", "lost-updates", "loss-before-expiry", "liveness"}})
+				if !rejected(h, victim) {
+					t.Errorf("the victim's stale write was not rejected")
+				}
+			} else {
+				judge(t, name, b, h, expect{must: []string{"monotone-tokens"}, canary: []string{"exclusion", "stale-token", "lost-updates"}})
+			}
+		})
+	}
+}
+
+// slotNodes returns the master that serves key's slot in the Cluster tp,
+// and its replica.
+func slotNodes(t *testing.T, tp topology.Topology, key string) (master, replica topology.Node) {
+	t.Helper()
+	c := redisAdmin(t, tp.Nodes[0].Addr())
+	slot, err := c.ClusterKeySlot(ctx(t), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byAddr := map[string]topology.Node{}
+	for _, n := range tp.Nodes {
+		byAddr[n.Addr()] = n
+	}
+	shards, err := c.ClusterSlots(ctx(t)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range shards {
+		if int64(s.Start) <= slot && slot <= int64(s.End) && len(s.Nodes) == 2 {
+			m, ok1 := byAddr[s.Nodes[0].Addr]
+			r, ok2 := byAddr[s.Nodes[1].Addr]
+			if ok1 && ok2 {
+				return m, r
+			}
+		}
+	}
+	t.Fatalf("no master with one replica serves slot %d: %+v", slot, shards)
+	return
 }

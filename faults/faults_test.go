@@ -105,6 +105,7 @@ func TestFaults(t *testing.T) {
 	})
 	t.Run("10-consul-session-invalidated", func(t *testing.T) { consulInvalidated(t, consulB(t)) })
 	t.Run("11-sentinel-failover", sentinelFailover)
+	t.Run("12-cluster-failover", clusterFailover)
 }
 
 // Scenario 10: the holder's Consul session is destroyed from outside. The

@@ -80,3 +80,18 @@ func serverError(err error) bool {
 	var rerr goredis.Error
 	return errors.As(err, &rerr) && !errors.Is(err, goredis.Nil)
 }
+
+// mapErr is mapErr for an error of this driver's client. On a Cluster, an
+// error that is not the caller's and not a reply about the key (a node
+// that does not answer, CLUSTERDOWN, TRYAGAIN) also makes the client read
+// the slot map again at once: go-redis otherwise keeps sending a failed
+// master's slots to it until its periodic reload (a minute by default),
+// long after a replica took over.
+func (d *redisDriver) mapErr(err error) error {
+	out := mapErr(err)
+	if c, ok := d.client.(*goredis.ClusterClient); ok && errors.Is(out, driver.ErrUnavailable) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		c.ReloadState(context.Background())
+	}
+	return out
+}

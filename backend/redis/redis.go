@@ -203,7 +203,7 @@ func (d *redisDriver) TryAcquire(ctx context.Context, req driver.Request) (drive
 			// The script may have run and the reply been lost: undo it.
 			d.cleanup(st)
 		}
-		return driver.Hold{}, mapErr(err)
+		return driver.Hold{}, d.mapErr(err)
 	}
 	r, err := redislua.ParseAcquire(v)
 	if err != nil {
@@ -339,7 +339,7 @@ func (d *redisDriver) release(ctx context.Context, st *state) error {
 	keys, args := redislua.ReleaseArgs(st.names.lock, st.names.channel, st.owner, d.publish, releaseMessage)
 	v, err := redislua.Release.Run(ctx, d.client, keys, args...).Result()
 	if err != nil {
-		return mapErr(err)
+		return d.mapErr(err)
 	}
 	ok, err := redislua.ParseFlag(v)
 	if err != nil {
@@ -365,7 +365,7 @@ func (d *redisDriver) Renew(ctx context.Context, h driver.Hold) (time.Duration, 
 	keys, args := redislua.RenewArgs(st.names.lock, st.owner, st.ttlMs)
 	v, acks, err := d.run(ctx, redislua.Renew, keys, args)
 	if err != nil {
-		return 0, mapErr(err)
+		return 0, d.mapErr(err)
 	}
 	ok, err := redislua.ParseFlag(v)
 	if err != nil {
@@ -391,7 +391,7 @@ func (d *redisDriver) Watch(ctx context.Context, key string) (driver.Watch, erro
 		if errors.Is(err, driver.ErrClosed) {
 			return nil, err
 		}
-		return nil, mapErr(err)
+		return nil, d.mapErr(err)
 	}
 	return w, nil
 }

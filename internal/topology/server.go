@@ -236,5 +236,5 @@ func (t Topology) InitArgs() []string {
 	for _, n := range t.Nodes {
 		args = append(args, n.Addr())
 	}
-	return append(args, "--cluster-replicas", "0", "--cluster-yes")
+	return append(args, "--cluster-replicas", strconv.Itoa(t.Replicas), "--cluster-yes")
 }

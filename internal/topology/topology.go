@@ -90,6 +90,10 @@ type Topology struct {
 	// primary as SentinelMaster, with a quorum of two. Clients reach it
 	// through the Sentinels.
 	Sentinel bool
+	// Replicas is the number of replicas of each master of a Redis
+	// Cluster: the first len(Nodes)/(1+Replicas) nodes are created as
+	// the masters, the others as their replicas.
+	Replicas int
 	// EnvVar is the variable tests read the URL from (see URL).
 	EnvVar string
 	// Scheme is the URL scheme of the dlock backend that uses it.
@@ -113,7 +117,11 @@ func (t Topology) URL() string {
 	}
 	var addrs []string
 	for _, n := range t.Nodes {
-		if !t.Sentinel || t.IsSentinel(n) {
+		switch {
+		case t.Sentinel && !t.IsSentinel(n):
+		case t.Cluster && t.Kind == Redis && n.ID > len(t.Nodes)/(1+t.Replicas):
+			// The masters are the seeds; the client finds the replicas.
+		default:
 			addrs = append(addrs, n.Addr())
 		}
 	}
@@ -168,10 +176,12 @@ func All() []Topology {
 			}),
 		},
 		{
-			Name: "redis-cluster", Kind: Redis, Cluster: true,
+			// redis-cluster-1 ... -3 are the masters, -4 ... -6 their
+			// replicas.
+			Name: "redis-cluster", Kind: Redis, Cluster: true, Replicas: 1,
 			EnvVar: "DLOCK_REDIS_CLUSTER_URL", Scheme: "redis+cluster",
 			Image: "redis:7.0.15",
-			Nodes: nodes("redis-cluster", 3, func(i int) []Port {
+			Nodes: nodes("redis-cluster", 6, func(i int) []Port {
 				return []Port{{Client, 6999 + i}, {Bus, 16999 + i}}
 			}),
 		},

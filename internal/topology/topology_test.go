@@ -44,6 +44,7 @@ func TestContract(t *testing.T) {
 
 	ports := map[string]map[string]int{
 		"redis-cluster-3":  {Client: 7002, Bus: 17002},
+		"redis-cluster-6":  {Client: 7005, Bus: 17005},
 		"etcd":             {Client: 2379, Peer: 12379},
 		"etcd3-2":          {Client: 2382, Peer: 12382},
 		"zookeeper3-3":     {Client: 2184, Quorum: 2890, Election: 3890},
