@@ -10,6 +10,16 @@
 // the same URL exclude each other. This named-store table is the package's
 // only global state. For isolation (tests), make a Store with NewStore and
 // Lockers with New.
+//
+// Fencing tokens are max(previous token + 1, wall clock in microseconds),
+// one counter per Store, so they increase within a process and also from
+// one process (or Store) to the next: a fence that outlives the process
+// (a table in a database) accepts the next process's holders
+// (TestTokensIncreaseAcrossProcesses). The one assumption: the wall clock
+// does not step back, between the last acquisition of one process and
+// the first of the next, by more than the time between them. There is no
+// server, so no failover, snapshot or partition to survive; a process
+// that ends takes its locks with it.
 package memory
 
 import (
