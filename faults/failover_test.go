@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -420,17 +421,30 @@ func slotNodes(t *testing.T, tp topology.Topology, key string) (master, replica 
 	for _, n := range tp.Nodes {
 		byAddr[n.Addr()] = n
 	}
-	shards, err := c.ClusterSlots(ctx(t)).Result()
+	shards, err := c.ClusterShards(ctx(t)).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range shards {
-		if int64(s.Start) <= slot && slot <= int64(s.End) && len(s.Nodes) == 2 {
-			m, ok1 := byAddr[s.Nodes[0].Addr]
-			r, ok2 := byAddr[s.Nodes[1].Addr]
-			if ok1 && ok2 {
-				return m, r
+		serves := false
+		for _, r := range s.Slots {
+			serves = serves || (r.Start <= slot && slot <= r.End)
+		}
+		if !serves {
+			continue
+		}
+		var m, r []topology.Node
+		for _, sn := range s.Nodes {
+			n, ok := byAddr[net.JoinHostPort(sn.IP, strconv.FormatInt(sn.Port, 10))]
+			switch {
+			case ok && sn.Role == "master":
+				m = append(m, n)
+			case ok && sn.Role == "replica":
+				r = append(r, n)
 			}
+		}
+		if len(m) == 1 && len(r) == 1 {
+			return m[0], r[0]
 		}
 	}
 	t.Fatalf("no master with one replica serves slot %d: %+v", slot, shards)
