@@ -87,5 +87,5 @@ const reportNotes = `
 - CI (.ci/run) runs the whole matrix after make test. Within make test the
   harness also runs on the file backend, and the peer partition of etcd3
   and zookeeper3 on its own (TestPeerRoutes). The whole matrix takes about
-  8 minutes on 2 cores.
+  13 minutes on 2 cores.
 `
