@@ -10,6 +10,16 @@
 // the same URL exclude each other. This named-store table is the package's
 // only global state. For isolation (tests), make a Store with NewStore and
 // Lockers with New.
+//
+// Fencing tokens are max(previous token + 1, wall clock in microseconds),
+// one counter per Store, so they increase within a process and also from
+// one process (or Store) to the next: a fence that outlives the process
+// (a table in a database) accepts the next process's holders
+// (TestTokensIncreaseAcrossProcesses). The one assumption: the wall clock
+// does not step back, between the last acquisition of one process and
+// the first of the next, by more than the time between them. There is no
+// server, so no failover, snapshot or partition to survive; a process
+// that ends takes its locks with it.
 package memory
 
 import (
@@ -58,7 +68,11 @@ type Store struct {
 	mu    sync.Mutex
 	locks map[string]*entry
 	subs  map[string]map[*watch]struct{}
-	seq   uint64 // the fencing counter, shared by all keys: monotone per key too
+	// seq is the fencing counter, shared by all keys (so monotone per key
+	// too): max(seq + 1, wall clock in µs) at each acquisition, so that a
+	// new process (a new Store) goes on above the tokens an earlier one
+	// issued, for a fence that outlives the process.
+	seq uint64
 }
 
 type entry struct {
@@ -159,7 +173,7 @@ func (d *memDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.
 	if e := s.current(req.Key, now); e != nil {
 		return driver.Hold{}, &driver.HeldError{Remaining: e.expires.Sub(now)}
 	}
-	s.seq++
+	s.seq = max(s.seq+1, uint64(now.UnixMicro()))
 	e := &entry{key: req.Key, owner: req.Owner, token: s.seq, expires: now.Add(req.TTL), lost: make(chan struct{})}
 	e.timer = time.AfterFunc(req.TTL, func() { s.expire(e) })
 	s.locks[req.Key] = e

@@ -7,9 +7,10 @@
 // # How a lock works
 //
 //   - Acquire: one Lua script does SET key owner NX PX ttl and, when that
-//     succeeds, INCR of the key's fencing counter; the new value is the
-//     fencing token. When the key is held the script returns the holder's
-//     remaining PTTL, so waiters know when the lease would run out.
+//     succeeds, sets the key's fencing counter to max(counter + 1, server
+//     TIME in microseconds); the new value is the fencing token. When the
+//     key is held the script returns the holder's remaining PTTL, so
+//     waiters know when the lease would run out.
 //   - Release: a Lua compare-and-delete (only if the key still holds this
 //     hold's owner value), which then publishes on the key's release channel.
 //     A holder whose lease expired and was taken over can therefore never
@@ -41,13 +42,23 @@
 //
 // # Fencing tokens
 //
-// A counter that does not exist starts at the server's clock (TIME, in
-// microseconds since 1970); later acquisitions add one. Tokens therefore
-// keep increasing across a restart that lost the data (no persistence), as
-// long as one key is not acquired more than a million times a second and
-// the server's clock does not step back. Tokens pass through Lua numbers,
-// exact below 2^53: a clock-seeded counter stays below that until the year
-// 2255.
+// Every acquisition sets the counter to max(counter + 1, the server's clock
+// in microseconds since 1970) and returns that. A counter that is present
+// and current gives the next integer; a counter that is missing or older
+// than the tokens already issued (a restart without persistence, a restart
+// from an older RDB snapshot, a crash that lost the tail of the AOF, a
+// failover to a replica that missed the last increments) is overtaken by
+// the clock, so tokens never repeat or go back. The one assumption: the
+// server's clock does not step back by more than the time since the key
+// was last acquired (and one key is not acquired more than a million times
+// a second). Tokens pass through Lua numbers, exact below 2^53: a
+// clock-based counter stays below that until the year 2255.
+//
+// Backed by TestTokensIncreaseAcrossRestart (no persistence),
+// TestTokensIncreaseAfterSnapshotRollback (SAVE, three more acquisitions,
+// SHUTDOWN NOSAVE, restart from the snapshot), the internal/redislua tests,
+// and the fault cells 6, 6b (snapshot), 11 (Sentinel failover) and 12
+// (Cluster failover) of FAULTS.md.
 //
 // # URL
 //
@@ -69,13 +80,25 @@
 // error matching dlock.ErrInvalidURL. Clients made from a URL honour the
 // caller's context deadline.
 //
-// # Checks at open
+// # Checks at open, and after
 //
 // Open and New read INFO from the server (every master of a Cluster). A
 // server that does not answer before the context ends is ErrUnavailable.
 // A maxmemory-policy other than noeviction (allkeys-* or volatile-*, and
 // every lock key has an expiry) is refused with ErrEvictionPolicy unless
 // allow_eviction=true: an evicted lock lets a second holder in.
+//
+// The policy is read again (one INFO per master, never on every acquire)
+// on the first acquire after the client connected to a server it had not
+// seen (a Sentinel failover, a promoted Cluster replica, a new Cluster
+// node), after a renewal or release found its key gone on a server that
+// may evict, and at most a minute after the last check (a CONFIG SET on a
+// server already in use). An acquire that finds a bad policy is undone and
+// fails with ErrEvictionPolicy; a renewal or release that finds its key
+// gone on such a server fails with an error that matches both
+// dlock.ErrNotHeld (dlock.ErrLockLost from the Mutex) and ErrEvictionPolicy
+// and says eviction is the likely cause (TestEvictionPolicySetAfterOpen,
+// TestEvictionPolicyAfterFailover, TestEvictionPolicyRecheckedPeriodically).
 //
 // # What it promises, honestly
 //
@@ -84,18 +107,32 @@
 // that increase, and a loss signal when renewal fails. They do not survive
 // everything:
 //
-//   - A restart without persistence (or with fsync not "always") forgets
-//     the locks: a second holder can get a key while the first still
-//     believes it holds it. Fencing tokens still increase (see above), so a
-//     resource that checks them rejects the old holder.
-//   - Replication is asynchronous. If the primary fails over before a
-//     replica has the lock, the new primary does not have it. Set
+//   - A restart without persistence (or with fsync not "always"), or from
+//     an older snapshot, forgets the locks taken since: a second holder can
+//     get a key while the first still believes it holds it (fault cells 6
+//     and 6b show the overlap). Fencing tokens still increase (see above),
+//     so a resource that checks them rejects the old holder.
+//   - Replication is asynchronous. If the primary fails over (Sentinel or
+//     Cluster) to a replica that does not have the lock, the new primary
+//     does not have it, and a second holder can get it (fault cells 11 and
+//     12, unfenced); tokens still increase (their fenced cells). Set
 //     wait_replicas (WAIT after every acquire and renew) to make a granted
 //     lock exist on that many replicas; an acquire they do not confirm in
-//     wait_timeout is undone and fails with ErrReplicas. Even then Redis
-//     does not promise that the promoted replica is one that acknowledged.
-//     For safety under failures use a consensus store (etcd, ZooKeeper,
-//     Consul) and fence the resource.
+//     wait_timeout is undone and fails with ErrReplicas, and a renewal they
+//     do not confirm fails, so the holder's Done closes before its last
+//     confirmed lease ends. With one replica and wait_replicas=1 a Sentinel
+//     failover then keeps exclusion (fault cell 12, wait_replicas=1). WAIT
+//     is not consensus: with more replicas than wait_replicas the promoted
+//     one may be one that did not acknowledge, and a replica that
+//     acknowledged and then restarted without persistence has forgotten;
+//     neither is tested. For safety under failures use a consensus store
+//     (etcd, ZooKeeper, Consul) and fence the resource.
+//   - On a Cluster, an unavailable node makes the client reload the slot
+//     map at once, so the clients find a promoted replica within seconds
+//     (fault cell 13 requires it within 3 s of the promotion), not at
+//     go-redis's periodic reload.
+//   - The server's clock: see Fencing tokens for tokens. Leases expire by
+//     the server's wall clock; a step of it is not tested.
 //   - A key taken from outside (DEL, FLUSHDB) is noticed at the holder's
 //     next renewal, within TTL/3.
 //   - An acquire whose reply is lost (a timeout after the request was

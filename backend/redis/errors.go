@@ -23,7 +23,16 @@ var (
 	// ErrEvictionPolicy: the server's maxmemory-policy may evict keys. An
 	// evicted lock lets a second holder in; an evicted fencing counter is
 	// re-seeded from the clock (still safe, but only by that argument).
-	// Returned at open unless eviction is explicitly allowed.
+	// Returned at open unless eviction is explicitly allowed, and by an
+	// acquire after the policy was read again and found unsafe: the first
+	// acquire after a connection to a server not seen before (a Sentinel
+	// failover, a promoted Cluster replica, a new Cluster node), after a
+	// renewal or release found its key gone on a server that may evict,
+	// and at most a minute after the last check otherwise (a CONFIG SET on
+	// a server already in use). A renewal or release that finds its key
+	// gone on such a server (allowed or not) returns an error matching
+	// both ErrNotHeld and ErrEvictionPolicy that names the policy: eviction
+	// is then the likely cause of the loss.
 	ErrEvictionPolicy = errors.New("redis: maxmemory-policy may evict lock keys")
 
 	// ErrReplicas: with WaitReplicas set, fewer replicas than asked for
@@ -70,4 +79,19 @@ func mapErr(err error) error {
 func serverError(err error) bool {
 	var rerr goredis.Error
 	return errors.As(err, &rerr) && !errors.Is(err, goredis.Nil)
+}
+
+// mapErr is mapErr for an error of this driver's client. On a Cluster, an
+// error that is not the caller's and not a reply about the key (a node
+// that does not answer, CLUSTERDOWN, TRYAGAIN) also makes the client read
+// the slot map again at once: go-redis otherwise keeps sending a failed
+// master's slots to it until its periodic reload (a minute by default),
+// long after a replica took over.
+func (d *redisDriver) mapErr(err error) error {
+	out := mapErr(err)
+	if c, ok := d.client.(*goredis.ClusterClient); ok && errors.Is(out, driver.ErrUnavailable) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		c.ReloadState(context.Background())
+	}
+	return out
 }

@@ -37,7 +37,9 @@ type Config struct {
 
 	// AllowEviction accepts a server whose maxmemory-policy is not
 	// noeviction. Without it, opening such a server fails with
-	// ErrEvictionPolicy. URL parameter: allow_eviction.
+	// ErrEvictionPolicy, and so does an acquire once a later check finds
+	// one (see ErrEvictionPolicy for when the policy is read again).
+	// URL parameter: allow_eviction.
 	AllowEviction bool
 }
 
@@ -82,10 +84,12 @@ func (o Config) normalize() (Config, error) {
 // New talks to the server once, to check that it is reachable (else an
 // error matching dlock.ErrUnavailable), that its maxmemory-policy cannot
 // evict keys (see Config.AllowEviction) and, on a Cluster, whether sharded
-// pub/sub is available; ctx bounds that. The dlock options set the
-// Locker's defaults. Like every backend's constructor over a client the
-// caller made, it takes the client first, the backend's Config, then
-// dlock's options.
+// pub/sub is available; ctx bounds that. It adds a hook to client (on a
+// Cluster, to each node's client) that notes connections to servers not
+// seen before, so that the eviction policy is read again after a failover.
+// The dlock options set the Locker's defaults. Like every backend's
+// constructor over a client the caller made, it takes the client first,
+// the backend's Config, then dlock's options.
 //
 // For the caller's context to bound every call, create the client with
 // ContextTimeoutEnabled: true (Open does).
@@ -121,6 +125,7 @@ type redisDriver struct {
 	cfg       Config
 	publish   string // redislua.Publish or redislua.ShardedPublish
 	subs      *subscriptions
+	policy    *policyWatch // when to read maxmemory-policy again
 
 	bg       context.Context // background cleanups; cancelled by Close
 	bgCancel context.CancelFunc
@@ -153,8 +158,10 @@ func newDriver(ctx context.Context, client goredis.UniversalClient, cfg Config, 
 		ownClient: own,
 		cfg:       cfg,
 		publish:   redislua.Publish,
+		policy:    newPolicyWatch(info),
 		closed:    make(chan struct{}),
 	}
+	d.policy.watchDials(ctx, client)
 	cluster, _ := client.(*goredis.ClusterClient)
 	sharded := cluster != nil && info.shardedPubSub
 	if sharded {
@@ -195,7 +202,7 @@ func (d *redisDriver) TryAcquire(ctx context.Context, req driver.Request) (drive
 			// The script may have run and the reply been lost: undo it.
 			d.cleanup(st)
 		}
-		return driver.Hold{}, mapErr(err)
+		return driver.Hold{}, d.mapErr(err)
 	}
 	r, err := redislua.ParseAcquire(v)
 	if err != nil {
@@ -212,6 +219,15 @@ func (d *redisDriver) TryAcquire(ctx context.Context, req driver.Request) (drive
 		defer cancel()
 		_ = d.release(rctx, st)
 		return driver.Hold{}, d.replicaErr(acks)
+	}
+	// After the acquire, so that a connection it dialled (to a master
+	// new since the last check) is looked at before the hold is handed
+	// out.
+	if err := d.recheck(ctx); err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_ = d.release(rctx, st)
+		return driver.Hold{}, err
 	}
 	return driver.Hold{
 		Token: r.Token,
@@ -311,24 +327,31 @@ func (d *redisDriver) Release(ctx context.Context, h driver.Hold) error {
 	if err != nil {
 		return err
 	}
-	return d.release(ctx, st)
+	err = d.release(ctx, st)
+	if err == errReleased {
+		return d.notHeld(ctx, st)
+	}
+	return err
 }
 
 func (d *redisDriver) release(ctx context.Context, st *state) error {
 	keys, args := redislua.ReleaseArgs(st.names.lock, st.names.channel, st.owner, d.publish, releaseMessage)
 	v, err := redislua.Release.Run(ctx, d.client, keys, args...).Result()
 	if err != nil {
-		return mapErr(err)
+		return d.mapErr(err)
 	}
 	ok, err := redislua.ParseFlag(v)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("redis: lock expired or taken over: %w", driver.ErrNotHeld)
+		return errReleased
 	}
 	return nil
 }
+
+// errReleased is release's answer when the lock was not the owner's.
+var errReleased = fmt.Errorf("redis: lock expired or taken over: %w", driver.ErrNotHeld)
 
 func (d *redisDriver) Renew(ctx context.Context, h driver.Hold) (time.Duration, error) {
 	if err := d.check(ctx); err != nil {
@@ -341,14 +364,14 @@ func (d *redisDriver) Renew(ctx context.Context, h driver.Hold) (time.Duration, 
 	keys, args := redislua.RenewArgs(st.names.lock, st.owner, st.ttlMs)
 	v, acks, err := d.run(ctx, redislua.Renew, keys, args)
 	if err != nil {
-		return 0, mapErr(err)
+		return 0, d.mapErr(err)
 	}
 	ok, err := redislua.ParseFlag(v)
 	if err != nil {
 		return 0, err
 	}
 	if !ok {
-		return 0, fmt.Errorf("redis: lock expired or taken over: %w", driver.ErrNotHeld)
+		return 0, d.notHeld(ctx, st)
 	}
 	if d.cfg.WaitReplicas > 0 && acks < int64(d.cfg.WaitReplicas) {
 		// Not lost, but a failover now could shorten the lease: report a
@@ -367,7 +390,7 @@ func (d *redisDriver) Watch(ctx context.Context, key string) (driver.Watch, erro
 		if errors.Is(err, driver.ErrClosed) {
 			return nil, err
 		}
-		return nil, mapErr(err)
+		return nil, d.mapErr(err)
 	}
 	return w, nil
 }

@@ -108,17 +108,28 @@
 // missed acquisitions while it was down or slow. It raises them all to T,
 // so they agree again.
 //
-// Tokens stay monotone as long as the instances keep their counters: run
-// them with AOF and appendfsync always. Without persistence, a counter
-// lost in a restart is seeded again from the server clock in microseconds
-// (as in the redis backend), which is above every token issued before as
-// long as one key is not taken more than a million times a second and the
-// instances' clocks agree to within the time since the key was first
-// locked. Exclusion across a restart without persistence needs the
-// Redlock page's rule: keep a restarted instance out for longer than the
-// longest TTL, so that it forgets no lock that is still held. Counters are
-// kept forever (one small string per key ever locked).
-//
+// Each instance's counter is also floored at that instance's clock: phase
+// 1 sets it to max(counter + 1, TIME in microseconds), as the redis backend
+// does. Quorum intersection alone needs every instance to keep its
+// counter; the floor covers an instance whose counter is missing or older
+// than the tokens it took part in (a restart without persistence, a
+// restart from an older RDB snapshot, a crash that lost the tail of the
+// AOF), even when a later majority meets the last one only on instances
+// that went back. Then the token is above every token issued before as
+// long as one key is not taken more than a million times a second and no
+// instance that answers has a clock behind the clock that issued the last
+// token by more than the time since (the one assumption left; no test
+// steps a clock). Backed by TestFaultRestartEmptyMajority (counters
+// lost), TestFaultSnapshotRollback (every master restarted from a snapshot
+// older than the last three acquisitions) and fault cells 7c and 7d of
+// FAULTS.md. Exclusion across such a restart needs the Redlock page's
+// rule: keep a restarted instance out for longer than the longest TTL, so
+// that it forgets no lock that is still held; without it a second holder
+// can get the lock (the cells' unfenced rows show it). Redlock has no
+// replicas, so there is no failover: an instance that is down is one of
+// the minority the quorum tolerates (cells 7a, 7b). Counters are kept
+// forever (one small string per key ever locked).
+
 // # Renew, release
 //
 // Renew extends the lock (compare-and-PEXPIRE) on every instance where it

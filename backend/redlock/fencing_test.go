@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -14,7 +15,9 @@ import (
 // that breaks "token = largest per-instance counter + 1": counters
 // a=0 b=10 c=50 d=60 e=60; A wins {a,d,e} and gets 61; after A, B wins
 // {a,b,c} and would get max(1,10,50)+1 = 51 < 61. The second phase writes
-// A's token back to a, so B reads it there and gets more.
+// A's token back to a, so B reads it there and gets more. The counters
+// are all offset by a base an hour ahead of the servers' clocks, so that
+// the clock floor of the acquire script plays no part.
 func TestFencingCounterexample(t *testing.T) {
 	ep := endpoint(t)
 	hosts := hostsOf(t, ep)
@@ -30,6 +33,12 @@ func TestFencingCounterexample(t *testing.T) {
 	admin := adminClients(t, hosts)
 	a, b, c, dd, e := admin[0], admin[1], admin[2], admin[3], admin[4]
 	const key = "counterexample"
+	now, err := a.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := uint64(now.UnixMicro()) + uint64(time.Hour/time.Microsecond)
+	at := func(n uint64) string { return strconv.FormatUint(base+n, 10) }
 	lockKey, counterKey := prefix+"l:"+key, prefix+"t:"+key
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -48,7 +57,7 @@ func TestFencingCounterexample(t *testing.T) {
 		}
 		return v
 	}
-	for cl, v := range map[*redis.Client]string{a: "0", b: "10", c: "50", dd: "60", e: "60"} {
+	for cl, v := range map[*redis.Client]string{a: at(0), b: at(10), c: at(50), dd: at(60), e: at(60)} {
 		set(cl, counterKey, v, 0)
 	}
 	// Someone else holds the lock on b and c: A can only win {a,d,e}.
@@ -63,10 +72,10 @@ func TestFencingCounterexample(t *testing.T) {
 		t.Fatalf("A: TryLock with {a,d,e} free: %v", err)
 	}
 	tokA := mA.Token()
-	if tokA != 61 {
-		t.Errorf("A's token = %d; want 61 = max(a=1, d=61, e=61)", tokA)
+	if tokA != dlock.Token(base+61) {
+		t.Errorf("A's token = base+%d; want base+61 = max(a=1, d=61, e=61)", uint64(tokA)-base)
 	}
-	if got := counter(a); got != "61" {
+	if got := counter(a); got != at(61) {
 		t.Fatalf("counter on a after A = %s; want 61, written back by phase 2 (phase 1 left it at 1)", got)
 	}
 	if err := mA.Unlock(ctx); err != nil {
@@ -100,12 +109,12 @@ func TestFencingCounterexample(t *testing.T) {
 	if tokB <= tokA {
 		t.Fatalf("B's token %d is not greater than A's %d: tokens went back", tokB, tokA)
 	}
-	if tokB != 62 {
-		t.Errorf("B's token = %d; want 62 = max(a=62, b=11, c=51)", tokB)
+	if tokB != dlock.Token(base+62) {
+		t.Errorf("B's token = base+%d; want base+62 = max(a=62, b=11, c=51)", uint64(tokB)-base)
 	}
 	for name, cl := range map[string]*redis.Client{"a": a, "b": b, "c": c} {
-		if got := counter(cl); got != "62" {
-			t.Errorf("counter on %s after B = %s; want 62", name, got)
+		if got := counter(cl); got != at(62) {
+			t.Errorf("counter on %s after B = %s; want base+62 = %s", name, got, at(62))
 		}
 	}
 }

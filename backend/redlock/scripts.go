@@ -16,13 +16,19 @@ import "github.com/redis/go-redis/v9"
 //
 //	KEYS[1] lock, KEYS[2] counter; ARGV[1] owner, ARGV[2] TTL in ms
 //
-// Returns {1, counter} when the lock is ours: newly set (the counter is
-// incremented, or, when missing, seeded from the server clock in
-// microseconds, as the redis backend does, so that a counter lost in a
-// restart comes back above every token issued before) or already ours (a
-// retried request: the counter is returned unchanged). Returns {0, PTTL,
-// holder} when another owner holds it. A counter that is not an integer
-// is a NOTALOCK error, and nothing is changed.
+// Returns {1, counter} when the lock is ours: newly set (the counter
+// becomes max(counter + 1, the server clock in microseconds), written back,
+// as the redis backend does) or already ours (a retried request: the
+// counter is returned unchanged). Returns {0, PTTL, holder} when another
+// owner holds it. A counter that is not an integer is a NOTALOCK error, and
+// nothing is changed.
+//
+// The clock floor keeps an instance's counter above every token it took
+// part in when the counter is missing or older than that: a restart
+// without persistence, a restart from an older snapshot, a crash that lost
+// the last writes of the append-only file. Quorum intersection alone does
+// not cover that: the majority of a later acquire may meet the majority
+// that wrote the last token only on the instance that went back.
 var acquireScript = redis.NewScript(`
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if redis.call('EXISTS', KEYS[2]) == 1 then
@@ -31,11 +37,15 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
       redis.call('DEL', KEYS[1])
       return redis.error_reply('NOTALOCK the fencing counter ' .. KEYS[2] .. ' is not an integer: ' .. tostring(n.err))
     end
-  else
-    local t = redis.call('TIME')
-    redis.call('SET', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))
   end
-  return {1, redis.call('GET', KEYS[2])}
+  local t = redis.call('TIME')
+  local clock = t[1] .. string.format('%06d', tonumber(t[2]))
+  local c = redis.call('GET', KEYS[2])
+  if (not c) or #c < #clock or (#c == #clock and c < clock) then
+    redis.call('SET', KEYS[2], clock)
+    c = clock
+  end
+  return {1, c}
 end
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then

@@ -166,6 +166,27 @@ func checkNode(t *testing.T, ts []topology.Topology, tp topology.Topology, n top
 		if program != "java" || !slices.Contains(args, zkMain) {
 			t.Errorf("%s: launcher runs %s %v, not %s", n.Name, program, args, zkMain)
 		}
+	case topology.Redis:
+		launched = append([]string{program}, args...)
+		for i := range launched {
+			launched[i] = strings.ReplaceAll(launched[i], native, inImage)
+		}
+		composed = s.command
+		if tp.IsSentinel(n) {
+			// The Sentinel copies its config into its data directory,
+			// where it can rewrite it, then runs the same command.
+			launched = append(launched, files[topology.SentinelConfFile])
+			prefix := "cp /conf/" + topology.SentinelConfFile + " " + inImage + "/" + topology.SentinelConfFile + " && exec "
+			if len(s.command) != 3 || s.command[0] != "sh" || !strings.HasPrefix(s.command[2], prefix) {
+				t.Errorf("%s: compose runs %q, not sh -c %q...", n.Name, s.command, prefix)
+				return
+			}
+			composed = nil
+			for _, f := range strings.Fields(strings.TrimPrefix(s.command[2], prefix)) {
+				composed = append(composed, strings.ReplaceAll(f, "''", ""))
+			}
+			composed = append(composed, s.config)
+		}
 	case topology.Postgres:
 		// The launcher adds its own data and socket directories.
 		launched = append([]string{program}, args[4:]...)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -102,9 +103,22 @@ func probe(ctx context.Context, t topology.Topology, n topology.Node) error {
 
 // formCluster does what a topology needs once all its nodes are ready: a
 // Redis Cluster is created (unless it already exists) and every node must
-// report cluster_state:ok; the PostgreSQL URL must accept a query.
+// report cluster_state:ok; every Sentinel must know the primary, its
+// replica and the other Sentinels; the PostgreSQL URL must accept a query.
 func (l *Launcher) formCluster(ctx context.Context, t topology.Topology) error {
 	switch {
+	case t.Kind == topology.Redis && t.Sentinel:
+		for _, n := range t.Nodes {
+			if !t.IsSentinel(n) {
+				continue
+			}
+			err := l.await(ctx, n, "monitoring", func(ctx context.Context) error {
+				return sentinelReady(ctx, n.Addr(), len(t.Nodes)-2)
+			})
+			if err != nil {
+				return err
+			}
+		}
 	case t.Kind == topology.Redis && t.Cluster:
 		formed, err := redisClusterFormed(ctx, t)
 		if err != nil {
@@ -141,6 +155,29 @@ func (l *Launcher) formCluster(ctx context.Context, t topology.Topology) error {
 		}
 	}
 	return nil
+}
+
+// sentinelReady checks once that the Sentinel at addr sees the primary up,
+// one replica and the given number of Sentinels (itself included).
+func sentinelReady(ctx context.Context, addr string, sentinels int) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	s, err := RedisDo(ctx, addr, "INFO", "sentinel")
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if _, v, ok := strings.Cut(strings.TrimSpace(line), "master0:"); ok {
+			want := []string{"name=" + topology.SentinelMaster, "status=ok", "slaves=1", "sentinels=" + strconv.Itoa(sentinels)}
+			for _, w := range want {
+				if !slices.Contains(strings.Split(v, ","), w) {
+					return fmt.Errorf("sentinel sees %s; want %v", v, want)
+				}
+			}
+			return nil
+		}
+	}
+	return errors.New("sentinel monitors no primary")
 }
 
 // redisClusterFormed reports whether t's nodes already form a cluster, and

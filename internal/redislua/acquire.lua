@@ -13,30 +13,40 @@
 --                   not ours (a hash, a string without expiry, a counter
 --                   that is not an integer); nothing was changed
 --
--- A missing counter is seeded from the server clock (microseconds since the
--- epoch), so that a restart that lost the counter never makes tokens go
--- back, as long as one key is not acquired more than a million times a
--- second and the server clock does not step back.
+-- The token is max(counter + 1, server clock in microseconds since the
+-- epoch), written back to the counter. The clock floor matters whenever the
+-- counter is missing or older than what was issued: a restart without
+-- persistence, a restart from an older snapshot, a crash that lost the last
+-- writes of the append-only file, a failover to a replica that missed the
+-- last increments. Every token issued before was at most the counter the
+-- server had then, which was at most max(an earlier counter, the clock at
+-- that moment), so the next token is greater than all of them as long as
+-- the server clock has not stepped back by more than the time since the
+-- last acquisition (and one key is not acquired more than a million times a
+-- second, which would run the counter ahead of the clock).
+--
+-- Counters are compared as decimal strings (length, then bytes), so that no
+-- value goes through a Lua double before it is compared.
 --
 -- Running the script twice with the same owner (a client retry after a
 -- lost reply) is harmless: the second run finds its own hold and returns
 -- the same token.
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local token = redis.pcall('INCR', KEYS[2])
-  if type(token) == 'table' then
+  local n = redis.pcall('INCR', KEYS[2])
+  if type(n) == 'table' then
     redis.call('DEL', KEYS[1])
-    return redis.error_reply('NOTALOCK the fencing counter ' .. KEYS[2] .. ' is not an integer: ' .. tostring(token.err))
+    return redis.error_reply('NOTALOCK the fencing counter ' .. KEYS[2] .. ' is not an integer: ' .. tostring(n.err))
   end
-  if token == 1 then
-    -- The counter did not exist (tokens never start at 0): seed it from
-    -- the clock. Built as a string: Lua would print a large number in
-    -- exponent form.
-    local now = redis.call('TIME')
-    local seed = now[1] .. string.format('%06d', tonumber(now[2]))
-    redis.call('SET', KEYS[2], seed)
-    token = tonumber(seed)
+  -- The clock, built as a string: Lua would print a large number in
+  -- exponent form.
+  local now = redis.call('TIME')
+  local clock = now[1] .. string.format('%06d', tonumber(now[2]))
+  local token = redis.call('GET', KEYS[2])
+  if #token < #clock or (#token == #clock and token < clock) then
+    redis.call('SET', KEYS[2], clock)
+    token = clock
   end
-  return {1, token}
+  return {1, tonumber(token)}
 end
 local value = redis.pcall('GET', KEYS[1])
 if type(value) == 'table' then

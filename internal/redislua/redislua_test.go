@@ -118,8 +118,8 @@ func TestExpiredHolderCannotTouchSuccessor(t *testing.T) {
 	}
 }
 
-// A missing counter starts at the server clock in microseconds, then
-// counts up by one.
+// A missing counter starts at the server clock in microseconds; later
+// tokens are never below the clock either.
 func TestCounterSeededFromClock(t *testing.T) {
 	ctx := context.Background()
 	c := client(t)
@@ -142,9 +142,75 @@ func TestCounterSeededFromClock(t *testing.T) {
 	if !flag(t, Release.Run(ctx, c, keys, args...)) {
 		t.Fatal("release failed")
 	}
+	before, err = c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
 	second := acquire(t, c, lock, fence, "b", time.Minute)
-	if !second.Acquired || second.Token != first.Token+1 {
-		t.Fatalf("second acquire %+v; want token %d", second, first.Token+1)
+	if !second.Acquired || second.Token <= first.Token || second.Token < uint64(before.UnixMicro()) {
+		t.Fatalf("second acquire %+v; want a token above %d and at least the server clock %d µs",
+			second, first.Token, before.UnixMicro())
+	}
+	if v, _ := c.Get(ctx, fence).Result(); v != strconv.FormatUint(second.Token, 10) {
+		t.Fatalf("counter %q; want the token %d", v, second.Token)
+	}
+}
+
+// A counter that is present but older than tokens already issued (a
+// snapshot restored, a failover to a replica that missed the last
+// increments) must not make tokens repeat: the next token is above every
+// token issued before, and written back.
+func TestCounterBehindIssuedTokens(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	lock, fence, channel := testKeys(t, c)
+	var issued []uint64
+	for i := range 4 {
+		owner := "o" + strconv.Itoa(i)
+		r := acquire(t, c, lock, fence, owner, time.Minute)
+		if !r.Acquired {
+			t.Fatalf("acquire %d failed", i)
+		}
+		issued = append(issued, r.Token)
+		keys, args := ReleaseArgs(lock, channel, owner, NoPublish, "")
+		if !flag(t, Release.Run(ctx, c, keys, args...)) {
+			t.Fatal("release failed")
+		}
+	}
+	// Back to the counter as it was after the first acquisition.
+	if err := c.Set(ctx, fence, issued[0], 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := acquire(t, c, lock, fence, "after", time.Minute)
+	if !r.Acquired {
+		t.Fatal("acquire after the rollback failed")
+	}
+	for _, tok := range issued {
+		if r.Token <= tok {
+			t.Fatalf("token %d after the counter went back to %d; tokens issued before: %v", r.Token, issued[0], issued)
+		}
+	}
+	if v, _ := c.Get(ctx, fence).Result(); v != strconv.FormatUint(r.Token, 10) {
+		t.Fatalf("counter %q; want the token %d written back", v, r.Token)
+	}
+}
+
+// A counter ahead of the server clock (raised by a client, or by a server
+// whose clock was ahead) counts up by one.
+func TestCounterAheadOfClock(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	lock, fence, _ := testKeys(t, c)
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead := uint64(now.UnixMicro()) + uint64(time.Hour/time.Microsecond)
+	if err := c.Set(ctx, fence, ahead, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := acquire(t, c, lock, fence, "a", time.Minute); !r.Acquired || r.Token != ahead+1 {
+		t.Fatalf("acquire %+v; want token %d", r, ahead+1)
 	}
 }
 

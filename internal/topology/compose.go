@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,6 +66,21 @@ func Compose(t Topology) []byte {
 		}
 	}
 
+	if t.Sentinel {
+		// A Sentinel rewrites its config file: each copies its own from
+		// a read-only config into its data directory first.
+		b.WriteString("configs:\n")
+		for _, n := range t.Nodes {
+			if !t.IsSentinel(n) {
+				continue
+			}
+			fmt.Fprintf(&b, "  %s-sentinel-conf:\n    content: |\n", n.Name)
+			for _, line := range strings.Split(strings.TrimSuffix(t.SentinelConf(n), "\n"), "\n") {
+				fmt.Fprintf(&b, "      %s\n", line)
+			}
+		}
+	}
+
 	b.WriteString("services:\n")
 	for _, n := range t.Nodes {
 		s := t.Server(n, Options{DataDir: ContainerDataDir(t.Kind)})
@@ -86,6 +102,15 @@ func Compose(t Topology) []byte {
 				"PGPORT":            strconv.Itoa(n.Port(Client)),
 			})
 			writeCommand(&b, append([]string{s.Program}, s.Args...))
+		case Redis:
+			if !t.IsSentinel(n) {
+				writeCommand(&b, append([]string{s.Program}, s.Args...))
+				break
+			}
+			fmt.Fprintf(&b, "    configs:\n      - source: %s-sentinel-conf\n        target: /conf/%s\n", n.Name, SentinelConfFile)
+			dataConf := path.Join(ContainerDataDir(t.Kind), SentinelConfFile)
+			writeCommand(&b, []string{"sh", "-c", "cp /conf/" + SentinelConfFile + " " + dataConf +
+				" && exec " + strings.Join(append([]string{s.Program}, quoteAll(s.Args)...), " ")})
 		default:
 			writeCommand(&b, append([]string{s.Program}, s.Args...))
 		}
@@ -177,4 +202,16 @@ func quote(s string) string {
 		panic(err) // a string always encodes
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// quoteAll quotes for sh the arguments that need it (an empty one).
+func quoteAll(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " '\"$\\") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		out[i] = a
+	}
+	return out
 }

@@ -77,7 +77,41 @@ func (t Topology) Server(n Node, o Options) Server {
 	return s
 }
 
+// Sentinel settings: a primary unreachable for a second is down; a
+// failover that has not finished in 10 s is tried again.
+const (
+	sentinelDownAfterMillis = 1000
+	sentinelFailoverMillis  = 10000
+	sentinelQuorum          = 2
+)
+
+// SentinelConf is the config file a Sentinel starts from (it rewrites it
+// as it learns).
+func (t Topology) SentinelConf(n Node) string {
+	primary := t.Nodes[0]
+	return fmt.Sprintf("sentinel monitor %s %s %d %d\n"+
+		"sentinel down-after-milliseconds %s %d\n"+
+		"sentinel failover-timeout %s %d\n",
+		SentinelMaster, Host, primary.Port(Client), sentinelQuorum,
+		SentinelMaster, sentinelDownAfterMillis,
+		SentinelMaster, sentinelFailoverMillis)
+}
+
+// SentinelConfFile is the name of a Sentinel's config file in its data
+// directory.
+const SentinelConfFile = "sentinel.conf"
+
 func (t Topology) redis(n Node, o Options) Server {
+	if t.IsSentinel(n) {
+		return Server{Program: RedisServer, Args: []string{
+			path.Join(o.DataDir, SentinelConfFile), "--sentinel",
+			"--bind", Host,
+			"--port", strconv.Itoa(n.Port(Client)),
+			"--dir", o.DataDir,
+			"--daemonize", "no",
+			"--logfile", "",
+		}, Files: map[string]string{SentinelConfFile: t.SentinelConf(n)}}
+	}
 	args := []string{
 		"--bind", Host,
 		"--port", strconv.Itoa(n.Port(Client)),
@@ -90,6 +124,9 @@ func (t Topology) redis(n Node, o Options) Server {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
 	} else {
 		args = append(args, "--appendonly", "no")
+	}
+	if t.Sentinel && n.ID == 2 {
+		args = append(args, "--replicaof", Host, strconv.Itoa(t.Nodes[0].Port(Client)))
 	}
 	if t.Cluster {
 		args = append(args,
@@ -199,5 +236,5 @@ func (t Topology) InitArgs() []string {
 	for _, n := range t.Nodes {
 		args = append(args, n.Addr())
 	}
-	return append(args, "--cluster-replicas", "0", "--cluster-yes")
+	return append(args, "--cluster-replicas", strconv.Itoa(t.Replicas), "--cluster-yes")
 }

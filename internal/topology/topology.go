@@ -85,6 +85,15 @@ type Topology struct {
 	// Cluster is true when the nodes form one cluster (Redis Cluster, an
 	// etcd cluster, a ZooKeeper ensemble) rather than being independent.
 	Cluster bool
+	// Sentinel makes a Redis topology a primary (the first node), its
+	// replica (the second) and Sentinels (the others) that monitor the
+	// primary as SentinelMaster, with a quorum of two. Clients reach it
+	// through the Sentinels.
+	Sentinel bool
+	// Replicas is the number of replicas of each master of a Redis
+	// Cluster: the first len(Nodes)/(1+Replicas) nodes are created as
+	// the masters, the others as their replicas.
+	Replicas int
 	// EnvVar is the variable tests read the URL from (see URL).
 	EnvVar string
 	// Scheme is the URL scheme of the dlock backend that uses it.
@@ -106,12 +115,30 @@ func (t Topology) URL() string {
 		return fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable",
 			PostgresUser, PostgresPassword, t.Nodes[0].Addr(), PostgresDB)
 	}
-	addrs := make([]string, len(t.Nodes))
-	for i, n := range t.Nodes {
-		addrs[i] = n.Addr()
+	var addrs []string
+	for _, n := range t.Nodes {
+		switch {
+		case t.Sentinel && !t.IsSentinel(n):
+		case t.Cluster && t.Kind == Redis && n.ID > len(t.Nodes)/(1+t.Replicas):
+			// The masters are the seeds; the client finds the replicas.
+		default:
+			addrs = append(addrs, n.Addr())
+		}
 	}
-	return t.Scheme + "://" + strings.Join(addrs, ",")
+	u := t.Scheme + "://" + strings.Join(addrs, ",")
+	if t.Sentinel {
+		u += "?master_name=" + SentinelMaster
+	}
+	return u
 }
+
+// SentinelMaster is the name the Sentinels of a Sentinel topology know
+// its primary by.
+const SentinelMaster = "mymaster"
+
+// IsSentinel reports whether n is one of the Sentinels of a Sentinel
+// topology (not its primary or its replica).
+func (t Topology) IsSentinel(n Node) bool { return t.Sentinel && n.ID > 2 }
 
 // Node returns the node with the given name.
 func (t Topology) Node(name string) (Node, bool) {
@@ -149,10 +176,12 @@ func All() []Topology {
 			}),
 		},
 		{
-			Name: "redis-cluster", Kind: Redis, Cluster: true,
+			// redis-cluster-1 ... -3 are the masters, -4 ... -6 their
+			// replicas.
+			Name: "redis-cluster", Kind: Redis, Cluster: true, Replicas: 1,
 			EnvVar: "DLOCK_REDIS_CLUSTER_URL", Scheme: "redis+cluster",
 			Image: "redis:7.0.15",
-			Nodes: nodes("redis-cluster", 3, func(i int) []Port {
+			Nodes: nodes("redis-cluster", 6, func(i int) []Port {
 				return []Port{{Client, 6999 + i}, {Bus, 16999 + i}}
 			}),
 		},
@@ -197,6 +226,19 @@ func All() []Topology {
 			Image: "postgres:15",
 			Nodes: nodes("postgres", 1, func(i int) []Port {
 				return []Port{{Client, 5433}}
+			}),
+		},
+		{
+			// redis-sentinel-1 is the primary, -2 its replica, -3 ... -5
+			// the Sentinels.
+			Name: "redis-sentinel", Kind: Redis, Sentinel: true,
+			EnvVar: "DLOCK_REDIS_SENTINEL_URL", Scheme: "redis+sentinel",
+			Image: "redis:7.0.15",
+			Nodes: nodes("redis-sentinel", 5, func(i int) []Port {
+				if i <= 2 {
+					return []Port{{Client, 6384 + i}}
+				}
+				return []Port{{Client, 26376 + i}}
 			}),
 		},
 	}

@@ -18,15 +18,16 @@ func TestCheckAll(t *testing.T) {
 // the design document: changing one must be a deliberate act.
 func TestContract(t *testing.T) {
 	want := map[string]string{
-		"DLOCK_REDIS_URL":         "redis://127.0.0.1:6379",
-		"DLOCK_REDLOCK_URL":       "redlock://127.0.0.1:6380,127.0.0.1:6381,127.0.0.1:6382,127.0.0.1:6383,127.0.0.1:6384",
-		"DLOCK_REDIS_CLUSTER_URL": "redis+cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002",
-		"DLOCK_ETCD_URL":          "etcd://127.0.0.1:2379",
-		"DLOCK_ETCD3_URL":         "etcd://127.0.0.1:2381,127.0.0.1:2382,127.0.0.1:2383",
-		"DLOCK_ZK_URL":            "zk://127.0.0.1:2181",
-		"DLOCK_ZK3_URL":           "zk://127.0.0.1:2182,127.0.0.1:2183,127.0.0.1:2184",
-		"DLOCK_CONSUL_URL":        "consul://127.0.0.1:8500",
-		"DLOCK_POSTGRES_URL":      "postgres://dlock:dlock@127.0.0.1:5433/dlock?sslmode=disable",
+		"DLOCK_REDIS_URL":          "redis://127.0.0.1:6379",
+		"DLOCK_REDLOCK_URL":        "redlock://127.0.0.1:6380,127.0.0.1:6381,127.0.0.1:6382,127.0.0.1:6383,127.0.0.1:6384",
+		"DLOCK_REDIS_CLUSTER_URL":  "redis+cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002",
+		"DLOCK_ETCD_URL":           "etcd://127.0.0.1:2379",
+		"DLOCK_ETCD3_URL":          "etcd://127.0.0.1:2381,127.0.0.1:2382,127.0.0.1:2383",
+		"DLOCK_ZK_URL":             "zk://127.0.0.1:2181",
+		"DLOCK_ZK3_URL":            "zk://127.0.0.1:2182,127.0.0.1:2183,127.0.0.1:2184",
+		"DLOCK_CONSUL_URL":         "consul://127.0.0.1:8500",
+		"DLOCK_POSTGRES_URL":       "postgres://dlock:dlock@127.0.0.1:5433/dlock?sslmode=disable",
+		"DLOCK_REDIS_SENTINEL_URL": "redis+sentinel://127.0.0.1:26379,127.0.0.1:26380,127.0.0.1:26381?master_name=mymaster",
 	}
 	got := map[string]string{}
 	for _, tp := range All() {
@@ -42,11 +43,15 @@ func TestContract(t *testing.T) {
 	}
 
 	ports := map[string]map[string]int{
-		"redis-cluster-3": {Client: 7002, Bus: 17002},
-		"etcd":            {Client: 2379, Peer: 12379},
-		"etcd3-2":         {Client: 2382, Peer: 12382},
-		"zookeeper3-3":    {Client: 2184, Quorum: 2890, Election: 3890},
-		"consul":          {Client: 8500, GRPC: 8502, ServerRPC: 8300, SerfLAN: 8301, SerfWAN: 8302, DNS: 8600},
+		"redis-cluster-3":  {Client: 7002, Bus: 17002},
+		"redis-cluster-6":  {Client: 7005, Bus: 17005},
+		"etcd":             {Client: 2379, Peer: 12379},
+		"etcd3-2":          {Client: 2382, Peer: 12382},
+		"zookeeper3-3":     {Client: 2184, Quorum: 2890, Election: 3890},
+		"consul":           {Client: 8500, GRPC: 8502, ServerRPC: 8300, SerfLAN: 8301, SerfWAN: 8302, DNS: 8600},
+		"redis-sentinel-1": {Client: 6385},
+		"redis-sentinel-2": {Client: 6386},
+		"redis-sentinel-5": {Client: 26381},
 	}
 	for node, ps := range ports {
 		_, n, ok := FindNode(All(), node)

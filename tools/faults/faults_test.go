@@ -92,10 +92,17 @@ func TestFaults(t *testing.T) {
 		})
 	}
 	t.Run("6-redis-restart", func(t *testing.T) { redisRestart(t, redisB(t)) })
-	t.Run("6b-restart/postgres", func(t *testing.T) { postgresRestart(t, postgresB(t)) })
+	t.Run("6c-restart/postgres", func(t *testing.T) { postgresRestart(t, postgresB(t)) })
+	t.Run("6b-redis-snapshot-rollback", func(t *testing.T) {
+		snapshotRollback(t, redisB(t), "6b Redis restarted from an older snapshot during a hold", []string{"redis"}, 3)
+	})
 	t.Run("7a-redlock-minority-down", func(t *testing.T) { redlockMinorityDown(t, redlockB(t)) })
 	t.Run("7b-redlock-majority-down", func(t *testing.T) { redlockMajorityDown(t, redlockB(t)) })
 	t.Run("7c-redlock-restart-empty", func(t *testing.T) { redlockRestartEmpty(t, redlockB(t)) })
+	t.Run("7d-redlock-snapshot-rollback", func(t *testing.T) {
+		snapshotRollback(t, redlockB(t), "7d Redlock: every master restarted from an older snapshot during a hold",
+			[]string{"redlock-1", "redlock-2", "redlock-3", "redlock-4", "redlock-5"}, 15)
+	})
 	t.Run("8-leader/etcd3", func(t *testing.T) { leaderFaults(t, etcd3B(t)) })
 	t.Run("8-leader/zookeeper3", func(t *testing.T) { leaderFaults(t, zk3B(t)) })
 	t.Run("8-leader-isolated/etcd3", func(t *testing.T) { leaderIsolated(t, etcd3B(t)) })
@@ -106,6 +113,8 @@ func TestFaults(t *testing.T) {
 	})
 	t.Run("10-consul-session-invalidated", func(t *testing.T) { consulInvalidated(t, consulB(t)) })
 	t.Run("11-zk-follower-isolated/zookeeper3", func(t *testing.T) { followerIsolated(t, zk3B(t)) })
+	t.Run("12-sentinel-failover", sentinelFailover)
+	t.Run("13-cluster-failover", clusterFailover)
 }
 
 // Scenario 10: the holder's Consul session is destroyed from outside. The

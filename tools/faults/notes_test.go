@@ -16,7 +16,7 @@ const reportNotes = `
   violated, as expected); fencing keeps the data right anyway: the stale
   holder's write is rejected and nothing is lost, because the fencing counter
   is seeded from the server's TIME and so never goes back.
-- **6b** kills PostgreSQL (SIGKILL, a crash) while a lock is held and starts
+- **6c** kills PostgreSQL (SIGKILL, a crash) while a lock is held and starts
   it again: a committed lease comes back with crash recovery and its expiry
   ran on the server's clock meanwhile, so every check passes, fenced or not;
   the holder's renewals fail while the server is down and are retried.
@@ -26,6 +26,36 @@ const reportNotes = `
   rejected. This assumes instances keep their counters or come back with a
   clock that moved forward; restarting a master only after the longest TTL
   (the Redlock page's delayed restart) avoids the overlap itself.
+- **6b, 7d** take a snapshot (SAVE), let at least 3 (Redis) or 15
+  (Redlock) more acquisitions happen, then kill the server (every Redlock
+  master) while a victim holds the lock, and restart it from the snapshot:
+  the locks taken since are forgotten (exclusion lost, as in 6) and the
+  fencing counters come back behind tokens already issued. Tokens must still
+  increase, which needs the acquire scripts' floor at the server clock
+  (max(counter + 1, TIME)); before it, the fenced cells failed
+  monotone-tokens (tokens repeated). On Redlock the cell rolls back every
+  master: with only some rolled back, quorum intersection already keeps the
+  tokens increasing.
+- **12** runs a private redis-sentinel topology (a primary, one replica,
+  three Sentinels; a primary is down after 1 s). The primary refuses its
+  replica PSYNC (an ACL rule) and drops the replication link, so the
+  replica misses what follows; the victim then acquires and the primary is
+  killed; the Sentinels promote the replica. Unfenced: a canary (the
+  victim's stale write lands). Fenced: tokens must increase and nothing may
+  be lost; exclusion is not required, since the promoted replica does not
+  have the victim's lock. With wait_replicas=1 no acquire is granted while
+  the replica is cut off (WAIT times out, the acquire is undone), renewals
+  fail so the holder's Done closes in time, and every check must pass,
+  exclusion included; locking resumes once the old primary is back as a
+  replica. That holds for one replica and wait_replicas=1: with more
+  replicas than wait_replicas a promoted replica may not be one that
+  acknowledged.
+- **13** runs a private redis-cluster (3 masters, 3 replicas, node timeout
+  5 s): the replica of the master serving the lock's slot is cut off as in
+  12, the victim acquires, the master is killed and the Cluster promotes
+  the replica. As 12 without WAIT; liveness is counted from the promotion
+  and bounded at 3 s beyond the lease, which the clients meet because the
+  redis backend reloads the slot map as soon as a node stops answering.
 - **5b** delays every byte on every worker's links to the servers by 100ms
   (+-20ms) each way, with a toxiproxy latency toxic, for the whole run: no
   hold may be taken for lost and nothing rejected. Redlock runs it with
@@ -72,5 +102,5 @@ const reportNotes = `
 - CI (.ci/run) runs the whole matrix after make test. Within make test the
   harness also runs on the file backend, and the peer partition of etcd3
   and zookeeper3 on its own (TestPeerRoutes). The whole matrix takes about
-  8 minutes on 2 cores.
+  13 minutes on 2 cores.
 `

@@ -288,7 +288,7 @@ func postgresRestart(t *testing.T, b Backend) {
 		r.Healed() // liveness counts from the server being back
 		r.WaitFor(time.Minute, "the victim's step", staleStep(victim))
 		r.WaitFor(time.Minute, "a write by the next holder", writeAfter(victim))
-		judge(t, "6b PostgreSQL killed and restarted during a hold"+fencedLabel(fenced), b, r.Stop(), expect{must: allChecks})
+		judge(t, "6c PostgreSQL killed and restarted during a hold"+fencedLabel(fenced), b, r.Stop(), expect{must: allChecks})
 	}
 }
 
