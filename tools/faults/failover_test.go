@@ -314,8 +314,12 @@ func snapshotRollback(t *testing.T, b Backend, name string, nodes []string, acqu
 		r.WaitFor(time.Minute, "3 writes after the restart", func(e Event) bool { return e.Mono > up && more(e) })
 		h := r.Stop()
 		if fenced {
+			// Exclusion is lost for the holds newer than the snapshot when
+			// the timing lets a second holder in during the victim's
+			// hold, and not otherwise: it is neither required nor a
+			// canary here (the unfenced run is the canary).
 			judge(t, name+" (fenced)", b, h,
-				expect{must: []string{"stale-token", "monotone-tokens", "lost-updates", "liveness"}, canary: []string{"exclusion"}})
+				expect{must: []string{"stale-token", "monotone-tokens", "lost-updates", "liveness"}})
 			if !rejected(h, victim) {
 				t.Errorf("the victim's stale write was not rejected")
 			}

@@ -29,7 +29,8 @@ const reportNotes = `
 - **6b, 7d** take a snapshot (SAVE), let at least 3 (Redis) or 15
   (Redlock) more acquisitions happen, then kill the server (every Redlock
   master) while a victim holds the lock, and restart it from the snapshot:
-  the locks taken since are forgotten (exclusion lost, as in 6) and the
+  the locks taken since are forgotten (exclusion may be lost, as in 6: the
+  fenced cell does not judge it, the unfenced one is the canary) and the
   fencing counters come back behind tokens already issued. Tokens must still
   increase, which needs the acquire scripts' floor at the server clock
   (max(counter + 1, TIME)); before it, the fenced cells failed
