@@ -64,6 +64,7 @@ type Store struct {
 type entry struct {
 	key     string
 	owner   string
+	meta    string // Request.Meta, for Inspect
 	token   uint64
 	expires time.Time
 	timer   *time.Timer
@@ -137,7 +138,47 @@ type memDriver struct {
 	closed    chan struct{}
 }
 
-var _ driver.Locker = (*memDriver)(nil)
+var (
+	_ driver.Locker    = (*memDriver)(nil)
+	_ driver.Inspector = (*memDriver)(nil)
+)
+
+// Inspect reports key's live entry; an expired one counts as free.
+func (d *memDriver) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	if err := d.check(ctx); err != nil {
+		return driver.Info{}, err
+	}
+	d.s.mu.Lock()
+	defer d.s.mu.Unlock()
+	now := time.Now()
+	e := d.s.locks[key]
+	if e == nil || !now.Before(e.expires) {
+		return driver.Info{Waiters: -1}, nil
+	}
+	return e.info(now), nil
+}
+
+// Break drops key's live entry as Store.Break does: its holder's Lost
+// channel closes at once. The shared counter keeps the next token higher.
+func (d *memDriver) Break(ctx context.Context, key string) (driver.Info, error) {
+	if err := d.check(ctx); err != nil {
+		return driver.Info{}, err
+	}
+	d.s.mu.Lock()
+	defer d.s.mu.Unlock()
+	now := time.Now()
+	e := d.s.current(key, now)
+	if e == nil {
+		return driver.Info{Waiters: -1}, nil
+	}
+	info := e.info(now)
+	d.s.drop(e, true)
+	return info, nil
+}
+
+func (e *entry) info(now time.Time) driver.Info {
+	return driver.Info{Held: true, Token: e.token, Remaining: e.expires.Sub(now), Meta: e.meta, Waiters: -1}
+}
 
 func (d *memDriver) check(ctx context.Context) error {
 	select {
@@ -160,7 +201,7 @@ func (d *memDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.
 		return driver.Hold{}, &driver.HeldError{Remaining: e.expires.Sub(now)}
 	}
 	s.seq++
-	e := &entry{key: req.Key, owner: req.Owner, token: s.seq, expires: now.Add(req.TTL), lost: make(chan struct{})}
+	e := &entry{key: req.Key, owner: req.Owner, meta: req.Meta, token: s.seq, expires: now.Add(req.TTL), lost: make(chan struct{})}
 	e.timer = time.AfterFunc(req.TTL, func() { s.expire(e) })
 	s.locks[req.Key] = e
 	return driver.Hold{Token: e.token, TTL: req.TTL, Since: now, Lost: e.lost, State: e}, nil
