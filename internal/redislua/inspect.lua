@@ -12,7 +12,8 @@
 -- (all keys in one hash slot on a Cluster)
 --
 -- Replies:
---   {0}                                  free
+--   {0, counter}                         free; counter is the fencing
+--                                        counter ('0' when none)
 --   {1, pttl, counter, meta, owner}      held by owner for pttl more ms;
 --                                        counter (a decimal string) is the
 --                                        holder's token; meta its description
@@ -23,16 +24,16 @@ local owner = redis.pcall('GET', KEYS[1])
 if type(owner) == 'table' then
   return redis.error_reply('NOTALOCK the lock key ' .. KEYS[1] .. ' holds a ' .. redis.call('TYPE', KEYS[1]).ok .. ', not a lock')
 end
+local counter = redis.pcall('GET', KEYS[2])
+if type(counter) ~= 'string' then
+  counter = '0'
+end
 if not owner then
-  return {0}
+  return {0, counter}
 end
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl < 0 then
   return redis.error_reply('NOTALOCK the lock key ' .. KEYS[1] .. ' holds a value without expiry, not a lock')
-end
-local counter = redis.pcall('GET', KEYS[2])
-if type(counter) ~= 'string' then
-  counter = '0'
 end
 local meta = redis.pcall('GET', KEYS[3])
 if type(meta) == 'string' and string.sub(meta, 1, #owner + 1) == owner .. '\n' then

@@ -43,7 +43,7 @@ var (
 	// Renew: KEYS lock; ARGV owner, ttl-ms. Replies 1 or 0.
 	Renew = goredis.NewScript(renewSrc)
 	// Inspect: KEYS lock, fence, meta [, channel]; ARGV '' or 'BREAK',
-	// publish command, message. Replies {0} or {1, pttl, counter, meta,
+	// publish command, message. Replies {0, counter} or {1, pttl, counter, meta,
 	// owner}; error NOTALOCK.
 	Inspect = goredis.NewScript(inspectSrc)
 )
@@ -99,7 +99,7 @@ func InspectArgs(lockKey, fenceKey, metaKey, channel string, brk bool, publish, 
 type InspectReply struct {
 	Held      bool
 	Remaining time.Duration
-	Counter   uint64 // the fencing counter: the holder's token
+	Counter   uint64 // the fencing counter (on one instance: the holder's token); also when free
 	Meta      string
 	Owner     string
 }
@@ -107,26 +107,35 @@ type InspectReply struct {
 // ParseInspect decodes the result of Inspect.
 func ParseInspect(v any) (InspectReply, error) {
 	s, ok := v.([]any)
-	if ok && len(s) == 1 && s[0] == int64(0) {
-		return InspectReply{}, nil
+	if ok && len(s) == 2 && s[0] == int64(0) {
+		n, err := parseCounter(s[1])
+		return InspectReply{Counter: n}, err
 	}
 	if !ok || len(s) != 5 || s[0] != int64(1) {
 		return InspectReply{}, fmt.Errorf("redislua: unexpected inspect reply %#v", v)
 	}
 	pttl, ok1 := s[1].(int64)
-	counter, ok2 := s[2].(string)
 	meta, ok3 := s[3].(string)
 	owner, ok4 := s[4].(string)
-	if !ok1 || !ok2 || !ok3 || !ok4 || pttl < 0 {
+	if !ok1 || !ok3 || !ok4 || pttl < 0 {
 		return InspectReply{}, fmt.Errorf("redislua: unexpected inspect reply %#v", v)
 	}
-	n, err := strconv.ParseUint(counter, 10, 64)
+	n, err := parseCounter(s[2])
 	if err != nil {
-		return InspectReply{}, fmt.Errorf("redislua: fencing counter %q is not an integer", counter)
+		return InspectReply{}, err
 	}
 	// PTTL rounds down: a live lease is never reported as 0 ("unknown").
 	rem := max(time.Duration(pttl)*time.Millisecond, time.Millisecond)
 	return InspectReply{Held: true, Remaining: rem, Counter: n, Meta: meta, Owner: owner}, nil
+}
+
+func parseCounter(v any) (uint64, error) {
+	s, _ := v.(string)
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("redislua: fencing counter %#v is not an integer", v)
+	}
+	return n, nil
 }
 
 // ReleaseArgs returns Release's keys and arguments. channel and publish may
