@@ -63,7 +63,6 @@
 //     interval. A listening connection that breaks (or does not answer a
 //     ping after 15 s of silence) closes its watches; dlock then watches
 //     again on a new one.
-//
 //   - Inspect: a SELECT of the key's row whose lease runs on the server's
 //     clock: token, lease left, and the metadata column, where acquire
 //     stores the holder's description (dlock.WithOwner). Waiters is -1.
