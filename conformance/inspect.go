@@ -280,6 +280,22 @@ func (s *suite) breakHold(t *testing.T) {
 	if err := next.Unlock(ctx); err != nil {
 		t.Fatalf("new holder's Unlock: %v", err)
 	}
+
+	// Without the watchdog, the holder's own next renewal finds the hold
+	// gone.
+	manual := mustMutex(t, l1, key, dlock.WithTTL(s.h.longTTL()), dlock.WithAutoRenew(false))
+	if err := manual.Lock(ctx); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	if _, err := l3.Break(ctx, key); err != nil {
+		t.Fatalf("Break: %v", err)
+	}
+	if err := manual.Renew(ctx); !errors.Is(err, dlock.ErrLockLost) {
+		t.Fatalf("Renew after Break: %v; want ErrLockLost", err)
+	}
+	if !isClosed(manual.Done()) {
+		t.Fatal("Done open after Renew reported the loss")
+	}
 }
 
 // InspectErrors: bad keys and owners are typed errors; a closed Locker
