@@ -5,6 +5,12 @@
 // loss signals, waiting by notification) but limited to one process. Locks
 // in a Store exclude each other across every Locker made on that Store.
 //
+// Each entry keeps the holder's description (dlock.WithOwner) beside its
+// owner ID and token. Inspect reads the entry (an expired one is free;
+// Waiters is -1). Break, like Store.Break, drops the entry and closes the
+// holder's loss channel at once; the Store's counter gives the next holder
+// a higher token.
+//
 // Open("mem://") and Open("mem://NAME") use a Store shared by the whole
 // process under that name, so that two parts of one program configured with
 // the same URL exclude each other. This named-store table is the package's
