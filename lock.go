@@ -124,4 +124,16 @@ type Locker interface {
 	// so that when Close returns no lock taken through this Locker is left
 	// on the server and no call is still running.
 	Close() error
+
+	// Inspect reports what the backend's server holds for key: whether it
+	// is held, the holder's token, the lease left on the server, the
+	// holder's description (WithOwner), and, on queue backends, how many
+	// wait. It changes nothing and takes no lock.
+	Inspect(ctx context.Context, key string) (Info, error)
+	// Break removes whatever holds key, as an operator breaking a stuck
+	// lock would, and returns what it removed. The broken holder learns of
+	// it (its Done closes within its renewal interval: its next renewal
+	// finds the lock gone), and the next holder's token is higher than the
+	// broken one's, so a fence refuses the broken holder's late writes.
+	Break(ctx context.Context, key string) (Info, error)
 }

@@ -67,6 +67,9 @@ func NewLocker(d driver.Locker, opts ...Option) (Locker, error) {
 	for _, o := range opts {
 		o(&l.defaults)
 	}
+	if !l.defaults.metaSet {
+		l.defaults.meta = defaultOwner()
+	}
 	if l.defaults.backend == "" {
 		l.defaults.backend = backendName(d)
 	}
@@ -87,11 +90,8 @@ func (l *locker) NewMutex(key string, opts ...Option) (Mutex, error) {
 	if err := l.checkOpen(); err != nil {
 		return nil, err
 	}
-	if key == "" {
-		return nil, fmt.Errorf("%w: empty key", ErrInvalidKey)
-	}
-	if len(key) > driver.MaxKeyLen {
-		return nil, fmt.Errorf("%w: key of %d bytes exceeds %d", ErrInvalidKey, len(key), driver.MaxKeyLen)
+	if err := checkKey(key); err != nil {
+		return nil, err
 	}
 	o := l.defaults
 	for _, opt := range opts {
@@ -222,4 +222,15 @@ func backendName(d driver.Locker) string {
 		t = t.Elem()
 	}
 	return path.Base(t.PkgPath())
+}
+
+// checkKey rejects a key no backend can take.
+func checkKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty key", ErrInvalidKey)
+	}
+	if len(key) > driver.MaxKeyLen {
+		return fmt.Errorf("%w: key of %d bytes exceeds %d", ErrInvalidKey, len(key), driver.MaxKeyLen)
+	}
+	return nil
 }

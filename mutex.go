@@ -122,7 +122,7 @@ func (m *mutex) finishCall(op string, cctx context.Context, err error) error {
 func (m *mutex) request() driver.Request {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	return driver.Request{Key: m.key, TTL: m.opts.ttl, Owner: hex.EncodeToString(b[:])}
+	return driver.Request{Key: m.key, TTL: m.opts.ttl, Owner: hex.EncodeToString(b[:]), Meta: m.opts.meta}
 }
 
 func (m *mutex) TryLock(ctx context.Context) error {

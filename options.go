@@ -22,6 +22,8 @@ type options struct {
 	ttlSet    bool // given by WithTTL: never adjusted, refused if out of bounds
 	autoRenew bool
 	observers []Observer
+	meta      string // WithOwner; defaultOwner() unless metaSet
+	metaSet   bool
 	backend   string // the URL scheme, set by Open
 }
 
@@ -57,6 +59,11 @@ func (o options) withinLimits(lim driver.Limits) options {
 func WithAutoRenew(on bool) Option { return func(o *options) { o.autoRenew = on } }
 
 func (o options) validate(lim driver.Limits) error {
+	if o.metaSet {
+		if err := validOwner(o.meta); err != nil {
+			return err
+		}
+	}
 	if o.ttl <= 0 {
 		return fmt.Errorf("%w: TTL must be positive, got %v", ErrInvalidOption, o.ttl)
 	}

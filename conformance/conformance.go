@@ -25,7 +25,8 @@
 // Fencing, Expiry, Renew, AutoRenew, Context, Handoff, Keys, Misuse, Close,
 // Unavailable, BrokenLease, ManyKeys, and the portable contract's: OpenErrors, PanicInDo,
 // CloseRace, LockTimeoutClass, UnlockAfterTakeover, LocksAfterLoss,
-// HoldCause, PausedHold. RunBenchmarks measures the same
+// HoldCause, PausedHold, and operating locks': Inspect, InspectQueue,
+// InspectExpiry, Break, InspectErrors. RunBenchmarks measures the same
 // backend: uncontended Lock+Unlock, parallel distinct keys, and contended
 // handoff.
 package conformance
@@ -78,6 +79,11 @@ type Harness struct {
 	// which may have been sent after Lock began. LockUnlock then bounds
 	// Lease().Expires by the end of Lock plus TTL instead of its start.
 	SessionLease bool
+
+	// Queue marks a backend whose server keeps a queue of waiting
+	// requests (etcd, ZooKeeper): Inspect's Waiters counts them. Without
+	// it, Waiters must be -1.
+	Queue bool
 
 	// InProcess marks a backend with no server (memory, file). It only
 	// exempts the Unavailable case.
@@ -149,6 +155,11 @@ func Run(t *testing.T, h Harness) {
 		{"Unavailable", false, s.unavailable},
 		{"BrokenLease", true, s.brokenLease},
 		{"ManyKeys", false, s.manyKeys},
+		{"Inspect", false, s.inspect},
+		{"InspectQueue", false, s.inspectQueue},
+		{"InspectExpiry", true, s.inspectExpiry},
+		{"Break", true, s.breakHold},
+		{"InspectErrors", false, s.inspectErrors},
 		{"OpenErrors", false, s.openErrors},
 		{"PanicInDo", false, s.panicInDo},
 		{"CloseRace", false, s.closeRace},

@@ -55,7 +55,15 @@ type Request struct {
 	// driver stores it with the lock so that release and renew can check
 	// they act on their own hold and never on a successor's.
 	Owner string
+	// Meta is the holder's description (dlock.WithOwner; by default host
+	// name, PID and program), valid UTF-8 of at most MaxMetaLen bytes. The
+	// driver stores it with the lock, for Inspect to report; it plays no
+	// part in ownership checks.
+	Meta string
 }
+
+// MaxMetaLen is the longest hold metadata, in bytes.
+const MaxMetaLen = 1024
 
 // Hold describes a granted lock. The portable layer passes it back to
 // Release and Renew unchanged.
@@ -144,6 +152,35 @@ type Limits struct {
 // Limiter is implemented by drivers that cannot honour every TTL.
 type Limiter interface {
 	Limits() Limits
+}
+
+// Info is what the server knows of a key: the answer to Inspect.
+type Info struct {
+	// Held reports whether a lease on the key is live on the server.
+	Held bool
+	// Token is the holder's fencing token; 0 when free.
+	Token uint64
+	// Remaining is how long the holder's lease still runs on the server
+	// (0 when free or unknown).
+	Remaining time.Duration
+	// Meta is the holder's Request.Meta.
+	Meta string
+	// Waiters is how many requests wait in the backend's queue for the key
+	// (etcd, ZooKeeper); -1 for a backend without a server-side queue.
+	Waiters int
+}
+
+// Inspector is implemented by every driver: it reports who holds a key, and
+// breaks a hold from outside, as an operator would (the broken holder's
+// next renewal finds it gone, so its Done closes within its renewal
+// interval, and the next holder's token is higher).
+type Inspector interface {
+	// Inspect reports what the server holds for key, changing nothing.
+	Inspect(ctx context.Context, key string) (Info, error)
+	// Break removes whatever holds key (and, on queue backends, leaves the
+	// waiters queued). It returns what it removed: Held false when the key
+	// was free.
+	Break(ctx context.Context, key string) (Info, error)
 }
 
 // MaxKeyLen is the longest key, in bytes, that dlock accepts.

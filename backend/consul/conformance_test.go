@@ -79,7 +79,12 @@ func harness(t testing.TB) conformance.Harness {
 			if err != nil {
 				return nil, err
 			}
-			return dlock.NewLocker(d, opts...)
+			l, err := dlock.NewLocker(d, opts...)
+			if err != nil {
+				_ = d.Close() // refused options (InspectErrors): the driver is ours to close
+				return nil, err
+			}
+			return l, nil
 		},
 		Unreachable: func(ctx context.Context, addr string) (dlock.Locker, error) {
 			d, err := open(ctx, &url.URL{Scheme: Scheme, Host: addr, Path: "/" + testPrefix})

@@ -67,6 +67,19 @@
 // skipped if the key is seen taken during the delay: a process that has
 // waited long goes first, and the others mostly do not write at all.
 //
+// # Inspect and Break
+//
+// The lock key's value is the holder's description (dlock.WithOwner),
+// written by the acquire transaction. Inspect reads the key (held when a
+// session has it locked; token = its ModifyIndex) and the session's TTL:
+// Consul does not tell when a session was last renewed, so Remaining is
+// that TTL, the validity a renewal grants. Waiters is -1. Break deletes
+// the key with delete-cas at the index it read, whoever holds it, and
+// leaves the session alone (destroying it would start a lock-delay that
+// keeps the next holder out); the holder's monitor, or for an unmonitored
+// hold its next renewal (every TTL/3), finds the key gone and closes Done
+// with ErrLockLost, and the next lock writes a higher ModifyIndex.
+//
 // # Time
 //
 // Consul accepts session TTLs from 10s to 24h; other TTLs are refused when

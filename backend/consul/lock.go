@@ -48,7 +48,7 @@ func (d *consulDriver) TryAcquire(ctx context.Context, req driver.Request) (driv
 			}
 			pooled = false
 		}
-		h, err := d.acquire(ctx, path, req.TTL, s)
+		h, err := d.acquire(ctx, path, req.TTL, req.Meta, s)
 		if errors.Is(err, errInvalidSession) {
 			if pooled && attempt == 0 {
 				continue // the idle session was lost meanwhile: once more with a new one
@@ -63,9 +63,10 @@ func (d *consulDriver) TryAcquire(ctx context.Context, req driver.Request) (driv
 
 var errInvalidSession = errors.New("consul: session no longer exists")
 
-func (d *consulDriver) acquire(ctx context.Context, path string, ttl time.Duration, s *session) (driver.Hold, error) {
+func (d *consulDriver) acquire(ctx context.Context, path string, ttl time.Duration, meta string, s *session) (driver.Hold, error) {
 	ops := api.TxnOps{
-		{KV: &api.KVTxnOp{Verb: api.KVLock, Key: path, Session: s.id}},
+		// The key's value is the holder's description, for Inspect.
+		{KV: &api.KVTxnOp{Verb: api.KVLock, Key: path, Session: s.id, Value: []byte(meta)}},
 		{KV: &api.KVTxnOp{Verb: api.KVGet, Key: path}},
 	}
 	ok, resp, _, err := d.c.Txn().Txn(ops, d.qopts(ctx))

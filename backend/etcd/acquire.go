@@ -34,7 +34,7 @@ func (d *drv) TryAcquire(ctx context.Context, req driver.Request) (_ driver.Hold
 		err = onLeader(ctx, func(ctx context.Context) (err error) {
 			resp, err = d.cli.Txn(ctx).
 				If(clientv3.Compare(clientv3.CreateRevision(q), "=", 0).WithPrefix()).
-				Then(clientv3.OpPut(me, req.Owner, clientv3.WithLease(l.id))).
+				Then(clientv3.OpPut(me, entryValue(req), clientv3.WithLease(l.id))).
 				Commit()
 			return err
 		})
@@ -110,7 +110,7 @@ func (d *drv) enqueue(ctx context.Context, req driver.Request) (*hold, incarnati
 			resp, err = d.cli.Txn(ctx).
 				If(clientv3.Compare(clientv3.CreateRevision(me), "=", 0)).
 				Then(clientv3.OpGet(q, append(clientv3.WithLastCreate(), clientv3.WithKeysOnly())...),
-					clientv3.OpPut(me, req.Owner, clientv3.WithLease(l.id))).
+					clientv3.OpPut(me, entryValue(req), clientv3.WithLease(l.id))).
 				Commit()
 			return err
 		})

@@ -83,8 +83,19 @@
 // where escape leaves letters, digits and "-._~" alone and writes every
 // other byte as %XX (so "a/b" and "a%2Fb" are different locks, and no
 // queue is a prefix of another). Each entry is attached to its own lease
-// and holds the owner ID of its hold as its value. The entry with the
-// smallest create revision holds the lock.
+// and holds the owner ID of its hold, a newline and the holder's
+// description (dlock.WithOwner) as its value. The entry with the smallest
+// create revision holds the lock.
+//
+// Inspect reads, in one transaction, the queue's oldest entry (token =
+// its create revision, description from its value) and the number of
+// entries (Waiters is that number less the holder), then the holder's
+// lease for the time left, in whole seconds as etcd reports it. Break
+// deletes the oldest entry, guarded by its create revision, and leaves the
+// waiters queued: the next one is granted with a later create revision, so
+// a higher token. The broken holder's loss watch sees the deletion (its
+// next renewal would too) and closes its Done with ErrLockLost; its lease
+// is left to the holder's pool.
 //
 // etcd keeps every deleted key in its index until the next compaction, and
 // reading a queue walks all of them. Entries are named after their lease,

@@ -172,6 +172,7 @@ func (e *env) harness() conformance.Harness {
 		URL:         e.url + "/" + e.prefix,
 		TTL:         etcd.MinTTL,
 		ExpiryGrace: time.Second, // the leader checks for expired leases every 500ms
+		Queue:       true,
 	}
 }
 

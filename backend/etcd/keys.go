@@ -7,7 +7,7 @@ import (
 
 // The namespace under a Locker's prefix P holds one queue per user key:
 //
-//	P + escape(key) + "/" + lease ID in hex   (value: the hold's owner ID)
+//	P + escape(key) + "/" + lease ID in hex   (value: owner ID "\n" description)
 //
 // escape leaves ASCII letters, digits and "-._~" alone and writes every other
 // byte as %XX, so an escaped key never contains "/" and the queue prefix of

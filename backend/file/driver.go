@@ -24,7 +24,10 @@ type fileDriver struct {
 	watcher *watcher // started by the first Watch
 }
 
-var _ driver.Locker = (*fileDriver)(nil)
+var (
+	_ driver.Locker    = (*fileDriver)(nil)
+	_ driver.Inspector = (*fileDriver)(nil)
+)
 
 func newDriver(dir string) *fileDriver {
 	return &fileDriver{dir: dir, closed: make(chan struct{})}
@@ -75,6 +78,7 @@ func (d *fileDriver) TryAcquire(ctx context.Context, req driver.Request) (driver
 		s.token = max(s.token+1, uint64(now.UnixMicro()))
 		s.expires = now.Add(req.TTL).UnixNano()
 		s.owner = req.Owner
+		s.meta = req.Meta
 		s.key = req.Key
 		token = s.token
 		return true, nil
@@ -121,7 +125,7 @@ func (d *fileDriver) Release(ctx context.Context, h driver.Hold) error {
 		if err := ours(h, s, now); err != nil {
 			return false, err
 		}
-		s.owner, s.expires = "", 0
+		s.owner, s.expires, s.meta = "", 0, ""
 		return true, nil
 	})
 	if errors.Is(err, errNoFile) {

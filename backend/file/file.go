@@ -15,7 +15,8 @@
 //
 // Each key has a state file in the directory: a few lines of text holding
 // the holder's owner ID, the lease's end (wall clock, UnixNano), the last
-// fencing token and the key itself. Every read-modify-write of a state file
+// fencing token, the key itself and the holder's description
+// (dlock.WithOwner, quoted and padded to a fixed width). Every read-modify-write of a state file
 // happens under flock(2) on it, so a lock is a lease record with a TTL, as
 // on every other backend: a process that crashes holding a lock blocks the
 // key until its lease runs out, and the portable watchdog renews the leases
@@ -30,6 +31,13 @@
 // clock is stepped back or more than one lock per microsecond was taken.
 // Removing the state file of a free key is therefore harmless; removing the
 // file of a held key breaks that hold (its next renewal reports it lost).
+//
+// Inspect reads the state file under its flock and writes nothing (an
+// expired lease reads as free; Waiters is -1: waiters are not recorded).
+// Break marks the file free under the flock, keeping the token counter, as
+// the package-level Break does: the holder's next renewal, within TTL/3,
+// finds the file no longer its own and reports the loss, and the next
+// holder's token is higher.
 //
 // Waiters are woken by inotify(7) on the key's state file (one inotify
 // instance per Locker), plus the portable layer's timer at the holder's

@@ -36,6 +36,8 @@ func TestStateRoundTrip(t *testing.T) {
 		{},
 		{token: 1745312345678901, expires: 1745312375678901234, owner: "0123456789abcdef0123456789abcdef", key: "a/b\x00"},
 		{token: 7, key: "free"},
+		{token: 9, expires: 5, owner: strings.Repeat("b", 32), key: "m", meta: "host=h pid=1 prog=p ü\n\x01"},
+		{token: 9, expires: 5, owner: strings.Repeat("b", 32), key: "m", meta: strings.Repeat("\x01", 1024)},
 	} {
 		got, err := parseState(s.encode())
 		if err != nil {
@@ -50,6 +52,19 @@ func TestStateRoundTrip(t *testing.T) {
 	free.owner, free.expires = "", 0
 	if len(held.encode()) != len(free.encode()) {
 		t.Fatal("a held and a free state of one key encode to different lengths")
+	}
+	// Metadata of any length and content keeps the length too.
+	for _, meta := range []string{"x", strings.Repeat("\x01", 1024), strings.Repeat("\U0010FFFF", 256)} {
+		withMeta := held
+		withMeta.meta = meta
+		if len(withMeta.encode()) != len(free.encode()) {
+			t.Fatalf("a state with %d bytes of metadata encodes to %d bytes, a free one to %d", len(meta), len(withMeta.encode()), len(free.encode()))
+		}
+	}
+	// A v1 file (before hold metadata) still reads.
+	v1 := headerV1 + "\ntoken   00000000000000000003\nexpires 00000000000000000000\nowner   " + freeOwner + "\nkey     \"k\"\n"
+	if s, err := parseState([]byte(v1)); err != nil || s.token != 3 || s.key != "k" {
+		t.Fatalf("v1 file: %+v, %v", s, err)
 	}
 	if s, err := parseState(nil); err != nil || s != (state{}) {
 		t.Fatalf("empty file: %+v, %v; want a key never held", s, err)

@@ -7,30 +7,41 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dlock-go/dlock/driver"
 )
 
 // state is the content of one key's state file.
 //
 // The file is plain text so that `cat` shows who holds a key:
 //
-//	dlock-file v1
+//	dlock-file v2
 //	token   00001745312345678901
 //	expires 01745312375678901234
 //	owner   3f2a...(32 hex digits, or dashes when free)
 //	key     "jobs/nightly-report"
+//	meta    "host=web-1 pid=4242 prog=billing"   (padded with spaces)
 //
-// Numbers are zero-padded and a free owner is written as dashes, so every
-// write of one key's file has the same length: a process killed in the
-// middle of a write can leave old bytes only where new ones were going.
+// Numbers are zero-padded, a free owner is written as dashes and the
+// quoted metadata (dlock.WithOwner, "" when free) is padded to the longest
+// quoted form of driver.MaxMetaLen bytes, so every write of one key's file
+// has the same length: a process killed in the middle of a write can leave
+// old bytes only where new ones were going. A v1 file (no meta line) is
+// read as having no metadata and rewritten as v2.
 type state struct {
 	token   uint64 // the last token issued for the key; 0 if never
 	expires int64  // lease end, wall clock UnixNano; 0 when free
 	owner   string // the holder's Request.Owner; "" when free
 	key     string // the key this file belongs to; "" if never written
+	meta    string // the holder's Request.Meta; "" when free
 }
 
 const (
-	header    = "dlock-file v1"
+	header   = "dlock-file v2"
+	headerV1 = "dlock-file v1"
+	// metaWidth is the longest strconv.Quote of valid UTF-8 of
+	// driver.MaxMetaLen bytes: every byte a control character ("\x01").
+	metaWidth = 4*driver.MaxMetaLen + 2
 	freeOwner = "--------------------------------"
 )
 
@@ -52,8 +63,8 @@ func (s *state) encode() []byte {
 	if owner == "" {
 		owner = freeOwner
 	}
-	return fmt.Appendf(nil, "%s\ntoken   %020d\nexpires %020d\nowner   %-32s\nkey     %s\n",
-		header, s.token, s.expires, owner, strconv.Quote(s.key))
+	return fmt.Appendf(nil, "%s\ntoken   %020d\nexpires %020d\nowner   %-32s\nkey     %s\nmeta    %-*s\n",
+		header, s.token, s.expires, owner, strconv.Quote(s.key), metaWidth, strconv.Quote(s.meta))
 }
 
 // parseState reads a state file. An empty file is a key never held.
@@ -63,7 +74,7 @@ func parseState(b []byte) (state, error) {
 		return s, nil
 	}
 	lines := strings.Split(string(b), "\n")
-	if lines[0] != header {
+	if lines[0] != header && lines[0] != headerV1 {
 		return s, fmt.Errorf("%w: first line %q, want %q", errCorrupt, lines[0], header)
 	}
 	seen := map[string]bool{}
@@ -89,6 +100,8 @@ func parseState(b []byte) (state, error) {
 			}
 		case "key":
 			s.key, err = strconv.Unquote(val)
+		case "meta":
+			s.meta, err = strconv.Unquote(strings.TrimRight(val, " "))
 		default:
 			err = errors.New("unknown field")
 		}

@@ -5,6 +5,12 @@
 // loss signals, waiting by notification) but limited to one process. Locks
 // in a Store exclude each other across every Locker made on that Store.
 //
+// Each entry keeps the holder's description (dlock.WithOwner) beside its
+// owner ID and token. Inspect reads the entry (an expired one is free;
+// Waiters is -1). Break, like Store.Break, drops the entry and closes the
+// holder's loss channel at once; the Store's counter gives the next holder
+// a higher token.
+//
 // Open("mem://") and Open("mem://NAME") use a Store shared by the whole
 // process under that name, so that two parts of one program configured with
 // the same URL exclude each other. This named-store table is the package's
@@ -78,6 +84,7 @@ type Store struct {
 type entry struct {
 	key     string
 	owner   string
+	meta    string // Request.Meta, for Inspect
 	token   uint64
 	expires time.Time
 	timer   *time.Timer
@@ -151,7 +158,47 @@ type memDriver struct {
 	closed    chan struct{}
 }
 
-var _ driver.Locker = (*memDriver)(nil)
+var (
+	_ driver.Locker    = (*memDriver)(nil)
+	_ driver.Inspector = (*memDriver)(nil)
+)
+
+// Inspect reports key's live entry; an expired one counts as free.
+func (d *memDriver) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	if err := d.check(ctx); err != nil {
+		return driver.Info{}, err
+	}
+	d.s.mu.Lock()
+	defer d.s.mu.Unlock()
+	now := time.Now()
+	e := d.s.locks[key]
+	if e == nil || !now.Before(e.expires) {
+		return driver.Info{Waiters: -1}, nil
+	}
+	return e.info(now), nil
+}
+
+// Break drops key's live entry as Store.Break does: its holder's Lost
+// channel closes at once. The shared counter keeps the next token higher.
+func (d *memDriver) Break(ctx context.Context, key string) (driver.Info, error) {
+	if err := d.check(ctx); err != nil {
+		return driver.Info{}, err
+	}
+	d.s.mu.Lock()
+	defer d.s.mu.Unlock()
+	now := time.Now()
+	e := d.s.current(key, now)
+	if e == nil {
+		return driver.Info{Waiters: -1}, nil
+	}
+	info := e.info(now)
+	d.s.drop(e, true)
+	return info, nil
+}
+
+func (e *entry) info(now time.Time) driver.Info {
+	return driver.Info{Held: true, Token: e.token, Remaining: e.expires.Sub(now), Meta: e.meta, Waiters: -1}
+}
 
 func (d *memDriver) check(ctx context.Context) error {
 	select {
@@ -174,7 +221,7 @@ func (d *memDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.
 		return driver.Hold{}, &driver.HeldError{Remaining: e.expires.Sub(now)}
 	}
 	s.seq = max(s.seq+1, uint64(now.UnixMicro()))
-	e := &entry{key: req.Key, owner: req.Owner, token: s.seq, expires: now.Add(req.TTL), lost: make(chan struct{})}
+	e := &entry{key: req.Key, owner: req.Owner, meta: req.Meta, token: s.seq, expires: now.Add(req.TTL), lost: make(chan struct{})}
 	e.timer = time.AfterFunc(req.TTL, func() { s.expire(e) })
 	s.locks[req.Key] = e
 	return driver.Hold{Token: e.token, TTL: req.TTL, Since: now, Lost: e.lost, State: e}, nil

@@ -22,7 +22,7 @@
 //	    key      bytea       NOT NULL,               -- the key itself
 //	    owner    text        NOT NULL,               -- random, one per hold
 //	    token    bigint      NOT NULL CHECK (token > 0),
-//	    metadata text        NOT NULL DEFAULT '',    -- reserved: written empty
+//	    metadata text        NOT NULL DEFAULT '',    -- the holder's description
 //	    expires  timestamptz NOT NULL                -- end of the lease, server clock
 //	);
 //
@@ -63,6 +63,14 @@
 //     interval. A listening connection that breaks (or does not answer a
 //     ping after 15 s of silence) closes its watches; dlock then watches
 //     again on a new one.
+//   - Inspect: a SELECT of the key's row whose lease runs on the server's
+//     clock: token, lease left, and the metadata column, where acquire
+//     stores the holder's description (dlock.WithOwner). Waiters is -1.
+//   - Break: one statement that ends the row's live lease (expires =
+//     -infinity), whoever holds it, keeps its token and notifies the
+//     waiters; the broken holder's next renewal (every TTL/3) matches no
+//     row and reports ErrLockLost, and the next holder's token, drawn from
+//     the sequence, is higher.
 //
 // Statements run in the pool's query execution mode (pgx's default
 // prepares each statement once per connection and caches it; URL parameter

@@ -17,10 +17,13 @@ import (
 // (one implicit transaction).
 type statements struct {
 	acquire, remaining, release, renew string
+	inspect, breakLease                string
 }
 
 // newStatements builds the SQL for n. Parameters: $1 key_hash, $2 key,
-// $3 owner, $4 TTL in microseconds; release adds $4 the channel.
+// $3 owner, $4 TTL in microseconds, $5 the holder's description (acquire);
+// release takes $1 key_hash, $2 owner, $3 the channel; inspect $1
+// key_hash; breakLease $1 key_hash, $2 the channel.
 //
 // Acquire inserts the row, or takes over an expired one, and returns its
 // token; a key held by someone else returns no row from the insert and the
@@ -35,7 +38,7 @@ func newStatements(n names) statements {
 	return statements{
 		acquire: `WITH got AS (
     INSERT INTO ` + n.tableQ + ` AS l (key_hash, key, owner, token, metadata, expires)
-    VALUES ($1, $2, $3, nextval('` + n.seqQ + `'), '', clock_timestamp() + $4::bigint * interval '1 microsecond')
+    VALUES ($1, $2, $3, nextval('` + n.seqQ + `'), $5, clock_timestamp() + $4::bigint * interval '1 microsecond')
     ON CONFLICT (key_hash) DO UPDATE
         SET key = EXCLUDED.key, owner = EXCLUDED.owner, token = nextval('` + n.seqQ + `'),
             metadata = EXCLUDED.metadata, expires = clock_timestamp() + $4::bigint * interval '1 microsecond'
@@ -58,6 +61,23 @@ SELECT count(*) FROM r CROSS JOIN LATERAL pg_notify($3, encode(r.key_hash, 'hex'
 
 		renew: `UPDATE ` + n.tableQ + ` SET expires = clock_timestamp() + $3::bigint * interval '1 microsecond'
 WHERE key_hash = $1 AND owner = $2 AND expires > clock_timestamp()`,
+
+		inspect: `SELECT h.token, ` + remainingExpr + `, h.metadata FROM ` + n.tableQ + ` h
+WHERE h.key_hash = $1 AND h.expires > clock_timestamp()`,
+
+		// Ends the live lease of the row, whoever holds it, keeping its
+		// token (the sequence gives the next holder a higher one), and
+		// notifies the waiters; returns what it ended.
+		breakLease: `WITH h AS (
+    SELECT token, expires, metadata FROM ` + n.tableQ + `
+    WHERE key_hash = $1 AND expires > clock_timestamp() FOR UPDATE
+), b AS (
+    UPDATE ` + n.tableQ + ` l SET expires = '-infinity' FROM h
+    WHERE l.key_hash = $1 AND l.token = h.token
+    RETURNING l.token
+)
+SELECT h.token, ` + remainingExpr + `, h.metadata
+FROM h JOIN b ON b.token = h.token CROSS JOIN LATERAL pg_notify($2, encode($1::bytea, 'hex'))`,
 	}
 }
 
@@ -96,7 +116,7 @@ func (d *pgDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.H
 	}
 	st := &state{hash: keyHash(req.Key), owner: req.Owner, ttlUs: micros(req.TTL)}
 	var token, remaining int64
-	err := d.pool.QueryRow(ctx, d.sql.acquire, st.hash, []byte(req.Key), st.owner, st.ttlUs).Scan(&token, &remaining)
+	err := d.pool.QueryRow(ctx, d.sql.acquire, st.hash, []byte(req.Key), st.owner, st.ttlUs, req.Meta).Scan(&token, &remaining)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		// Held by a row committed after this statement's snapshot was
@@ -211,3 +231,44 @@ func (d *pgDriver) cleanup(st *state) {
 
 // cleanupRetries are the pauses before each release attempt of a cleanup.
 var cleanupRetries = []time.Duration{0, 100 * time.Millisecond, time.Second}
+
+var _ driver.Inspector = (*pgDriver)(nil)
+
+// Inspect reads key's row: held while its lease runs on the server's
+// clock, with its token, the lease left and the holder's description
+// (the metadata column). Waiters is -1: the table keeps no queue.
+func (d *pgDriver) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	return d.inspect(ctx, d.sql.inspect, keyHash(key))
+}
+
+// Break ends key's live lease, whoever holds it (expires = -infinity, the
+// token kept), and notifies the waiters, in one statement. The holder's
+// next renewal finds the lease ended and reports the loss; the next
+// holder's token comes from the sequence, so it is higher.
+func (d *pgDriver) Break(ctx context.Context, key string) (driver.Info, error) {
+	return d.inspect(ctx, d.sql.breakLease, keyHash(key), d.n.channel)
+}
+
+func (d *pgDriver) inspect(ctx context.Context, sql string, args ...any) (driver.Info, error) {
+	if err := d.check(ctx); err != nil {
+		return driver.Info{}, err
+	}
+	var (
+		token, remaining int64
+		meta             string
+	)
+	err := d.pool.QueryRow(ctx, sql, args...).Scan(&token, &remaining, &meta)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return driver.Info{Waiters: -1}, nil
+	}
+	if err != nil {
+		return driver.Info{}, mapErr(ctx, err)
+	}
+	return driver.Info{
+		Held:      true,
+		Token:     uint64(token),
+		Remaining: max(time.Duration(remaining)*time.Microsecond, time.Microsecond),
+		Meta:      meta,
+		Waiters:   -1,
+	}, nil
+}

@@ -28,17 +28,32 @@
 //
 // # Keys
 //
-// A user key K under prefix P becomes three Redis names with one hash tag,
+// A user key K under prefix P becomes four Redis names with one hash tag,
 // so that they live in one Cluster slot:
 //
 //	{P:K'}:lock     the lock: value = owner of the hold, expiry = the lease
 //	{P:K'}:fence    the fencing counter (never expires)
+//	{P:K'}:meta     "owner\ndescription" of the last hold (dlock.WithOwner),
+//	                written by the acquire script; never expires
 //	{P:K'}:release  the channel releases are published on
 //
 // K' is K with '%', '{' and '}' percent-encoded, so that the mapping is
 // injective and a brace in a key cannot move the hash tag. LockKey gives the
 // lock's name, for operators. Each key ever locked leaves its counter behind
-// (a small string); this is what keeps tokens increasing.
+// (a small string); this is what keeps tokens increasing, and its last
+// holder's description (at most 1 KiB plus the owner ID).
+//
+// # Inspect and Break
+//
+// Inspect runs one read-only script on the lock's node: the lock's owner
+// and PTTL, the counter (the holder's token: it only moves when a lock is
+// granted) and the metadata, shown only while the owner it names holds the
+// lock. Waiters is -1: Redis keeps no queue. Break runs the same script in
+// its breaking mode: it deletes the lock and its metadata, whoever holds
+// them, keeps the counter (so the next token is higher) and publishes a
+// release so that waiters try at once. The broken holder's next renewal
+// (every TTL/3) finds the lock gone and reports ErrLockLost. On a Sentinel
+// setup the scripts run on the primary, as every other script does.
 //
 // # Fencing tokens
 //

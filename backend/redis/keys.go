@@ -8,23 +8,26 @@ import (
 // DefaultPrefix is the key prefix used when none is given.
 const DefaultPrefix = "dlock"
 
-// names are the Redis keys of one lock. All three share one Cluster hash
+// names are the Redis keys of one lock. All four share one Cluster hash
 // slot: they carry the same hash tag, {prefix:escaped-key}.
 type names struct {
 	lock    string // the lock: value = owner, expiry = lease
 	fence   string // the fencing counter; never expires
 	channel string // where releases are published
+	meta    string // "owner\ndescription" of the last hold; never expires
 }
 
 func keyNames(prefix, key string) names {
 	tag := "{" + prefix + ":" + escapeKey(key) + "}"
-	return names{lock: tag + ":lock", fence: tag + ":fence", channel: tag + ":release"}
+	return names{lock: tag + ":lock", fence: tag + ":fence", channel: tag + ":release", meta: tag + ":meta"}
 }
 
 // LockKey returns the Redis key that holds the lock on key under prefix, for
 // operators and tests: DEL on it breaks the lock (its holder learns at its
 // next renewal). The fencing counter is the same name ending in ":fence",
-// the release channel the same name ending in ":release".
+// the release channel the same name ending in ":release", the holder's
+// description (shown while its owner holds the lock) the same name ending
+// in ":meta".
 func LockKey(prefix, key string) string { return keyNames(prefix, key).lock }
 
 // escapeKey maps a user key to a string without '{' or '}', injectively:

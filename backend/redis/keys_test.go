@@ -51,8 +51,8 @@ func TestKeyNamesInjective(t *testing.T) {
 		seen[e] = k
 		n := keyNames("p", k)
 		tag := hashTag(n.lock)
-		if tag != "p:"+e || hashTag(n.fence) != tag || hashTag(n.channel) != tag {
-			t.Fatalf("key %q: hash tags %q %q %q; want all p:%s", k, tag, hashTag(n.fence), hashTag(n.channel), e)
+		if tag != "p:"+e || hashTag(n.fence) != tag || hashTag(n.channel) != tag || hashTag(n.meta) != tag {
+			t.Fatalf("key %q: hash tags %q %q %q %q; want all p:%s", k, tag, hashTag(n.fence), hashTag(n.channel), hashTag(n.meta), e)
 		}
 	}
 	if len(seen) < 1000 {

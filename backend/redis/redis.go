@@ -137,7 +137,10 @@ type redisDriver struct {
 	closed    chan struct{}
 }
 
-var _ driver.Locker = (*redisDriver)(nil)
+var (
+	_ driver.Locker    = (*redisDriver)(nil)
+	_ driver.Inspector = (*redisDriver)(nil)
+)
 
 func newDriver(ctx context.Context, client goredis.UniversalClient, cfg Config, own bool) (*redisDriver, error) {
 	switch client.(type) {
@@ -195,7 +198,7 @@ func (d *redisDriver) TryAcquire(ctx context.Context, req driver.Request) (drive
 		return driver.Hold{}, err
 	}
 	st := &state{names: keyNames(d.cfg.Prefix, req.Key), owner: req.Owner, ttlMs: redislua.Millis(req.TTL)}
-	keys, args := redislua.AcquireArgs(st.names.lock, st.names.fence, st.owner, st.ttlMs)
+	keys, args := redislua.AcquireMetaArgs(st.names.lock, st.names.fence, st.names.meta, st.owner, st.ttlMs, req.Meta)
 	v, acks, err := d.run(ctx, redislua.Acquire, keys, args)
 	if err != nil {
 		if !serverError(err) {
@@ -410,4 +413,37 @@ func (d *redisDriver) Close() error {
 		}
 	})
 	return err
+}
+
+// Inspect reads key's lock, counter and metadata in one script, changing
+// nothing.
+func (d *redisDriver) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	return d.inspect(ctx, key, false)
+}
+
+// Break deletes key's lock (and its metadata) whoever holds it, keeping the
+// fencing counter, and announces the release to waiters. The holder's next
+// renewal finds the lock gone.
+func (d *redisDriver) Break(ctx context.Context, key string) (driver.Info, error) {
+	return d.inspect(ctx, key, true)
+}
+
+func (d *redisDriver) inspect(ctx context.Context, key string, brk bool) (driver.Info, error) {
+	if err := d.check(ctx); err != nil {
+		return driver.Info{}, err
+	}
+	n := keyNames(d.cfg.Prefix, key)
+	keys, args := redislua.InspectArgs(n.lock, n.fence, n.meta, n.channel, brk, d.publish, releaseMessage)
+	v, err := redislua.Inspect.Run(ctx, d.client, keys, args...).Result()
+	if err != nil {
+		return driver.Info{}, mapErr(err)
+	}
+	r, err := redislua.ParseInspect(v)
+	if err != nil {
+		return driver.Info{}, err
+	}
+	if !r.Held {
+		return driver.Info{Waiters: -1}, nil
+	}
+	return driver.Info{Held: true, Token: r.Counter, Remaining: r.Remaining, Meta: r.Meta, Waiters: -1}, nil
 }

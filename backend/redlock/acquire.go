@@ -43,7 +43,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 	// that grants it later just holds the lock with the others (released
 	// at Unlock, or at once if the hold has ended: see attempt.answer).
 	replies := d.fanout(ctx, timeout, d.all, request{acquireScript,
-		[]string{nm.lock, nm.counter}, []any{req.Owner, ttl.Milliseconds()}, a.answer}, d.quorum, acquired)
+		[]string{nm.lock, nm.counter, nm.meta}, []any{req.Owner, ttl.Milliseconds(), req.Meta}, a.answer}, d.quorum, acquired)
 	var (
 		won      []int    // instances where the lock is ours
 		counters []uint64 // their counters, same order

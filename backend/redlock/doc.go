@@ -27,6 +27,8 @@
 //	P + "l:" + K   the lock: value = the hold's owner ID, expiry = the lease
 //	P + "t:" + K   the fencing counter (never expires)
 //	P + "r:" + K   the channel releases are published on
+//	P + "m:" + K   "owner\ndescription" of the last hold (dlock.WithOwner),
+//	               written by the acquire script; never expires
 //
 // Redis names are binary safe and a Redlock instance is a plain master,
 // never a Cluster, so K is used as is ("a/b", "{", "\x00nul", 4 KiB keys):
@@ -143,6 +145,21 @@
 // parallel, publishes a release message where it did, and returns once a
 // majority deleted it. The release and renew scripts are the single-Redis
 // backend's (internal/redislua); acquire and fence are this package's.
+//
+// # Inspect and Break
+//
+// Inspect runs internal/redislua's read-only inspect script on every
+// instance in parallel and reports what a majority says: the key is held
+// when one owner holds it on a majority; its token is the counter value on
+// a majority of instances (acquire leaves it there); the lease left is the
+// majority's shortest; its description is the metadata written with that
+// owner's lock. Waiters is -1. Break runs the same script in its breaking
+// mode on every instance: the lock and its metadata are deleted whoever
+// holds them, the counters are kept (so the next token, the largest
+// counter of a majority plus one at least, is higher) and a release is
+// published. The broken holder's next renewal (every TTL/3) finds no
+// majority and reports ErrLockLost. Both need a majority of answers, else
+// they fail with ErrUnavailable.
 //
 // # What it promises
 //

@@ -5,6 +5,7 @@ type names struct {
 	lock    string // the lock: SET NX PX, value = the holder's owner ID
 	counter string // the fencing counter, a decimal integer, kept forever
 	channel string // release notifications
+	meta    string // "owner\ndescription" of the last hold; kept forever
 }
 
 // names maps a user's key into this Driver's namespace. Redis keys and
@@ -14,5 +15,5 @@ type names struct {
 // "\x00nul" and 4 KiB keys included).
 func (d *Driver) names(key string) names {
 	p := d.cfg.Prefix
-	return names{lock: p + "l:" + key, counter: p + "t:" + key, channel: p + "r:" + key}
+	return names{lock: p + "l:" + key, counter: p + "t:" + key, channel: p + "r:" + key, meta: p + "m:" + key}
 }

@@ -15,6 +15,7 @@ import "github.com/redis/go-redis/v9"
 // acquireScript takes the lock on one instance and bumps its counter.
 //
 //	KEYS[1] lock, KEYS[2] counter; ARGV[1] owner, ARGV[2] TTL in ms
+//	optional KEYS[3] hold metadata, ARGV[3] the holder's description
 //
 // Returns {1, counter} when the lock is ours: newly set (the counter
 // becomes max(counter + 1, the server clock in microseconds), written back,
@@ -31,6 +32,9 @@ import "github.com/redis/go-redis/v9"
 // that wrote the last token only on the instance that went back.
 var acquireScript = redis.NewScript(`
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  -- Hold metadata: "owner\ndescription", read by the inspect script only
+  -- while that owner holds the lock here.
+  if KEYS[3] then redis.call('SET', KEYS[3], ARGV[1] .. '\n' .. (ARGV[3] or '')) end
   if redis.call('EXISTS', KEYS[2]) == 1 then
     local n = redis.pcall('INCR', KEYS[2])
     if type(n) == 'table' then

@@ -107,6 +107,7 @@ func harness(t *testing.T, env string) conformance.Harness {
 		MaxTTL:       sessionTimeout,
 		ExpiryGrace:  500 * time.Millisecond,
 		SessionLease: true,
+		Queue:        true,
 	}
 }
 
@@ -193,5 +194,6 @@ func benchHarness(b *testing.B, env string) conformance.Harness {
 		TTL:          10 * time.Second,
 		MaxTTL:       10 * time.Second,
 		SessionLease: true,
+		Queue:        true,
 	}
 }

@@ -47,15 +47,16 @@ func (d *zkDriver) create(ctx context.Context, a *attempt) (string, error) {
 // whatever the create makes.
 func (d *zkDriver) createOnce(ctx context.Context, a *attempt) (string, error) {
 	prefix := a.keyPath + "/" + protectedPrefix + a.guid + lockInfix
+	data := nodeData(a.req)
 	if ctx.Done() == nil {
-		return d.conn.Create(prefix, nil, zk.FlagEphemeralSequential, d.acl)
+		return d.conn.Create(prefix, data, zk.FlagEphemeralSequential, d.acl)
 	}
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
 	res := make(chan createResult, 1)
 	go func() {
-		p, err := d.conn.Create(prefix, nil, zk.FlagEphemeralSequential, d.acl)
+		p, err := d.conn.Create(prefix, data, zk.FlagEphemeralSequential, d.acl)
 		res <- createResult{p, err}
 	}()
 	select {

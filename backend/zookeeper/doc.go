@@ -56,6 +56,19 @@
 // go-zookeeper's zk.Lock and Curator's protected mode, so such a lock on
 // KeyPath(prefix, key) shares the queue with dlock.
 //
+// A lock node's data is "dlock ttl=MS", a newline and the holder's
+// description (dlock.WithOwner). Inspect syncs, lists the key's queue and
+// reads its lowest node: the token is that node's czxid, the description
+// its data, Waiters the number of nodes behind it. ZooKeeper keeps no lease
+// end for a node (the server removes it with its session, up to one
+// session timeout after it last heard from the holder, and the holder's
+// driver deletes it when its lease runs out unrenewed), so Remaining is the
+// holder's TTL, which is its session timeout: the longest the node can
+// outlive its holder (0 for a node another recipe made). Break deletes the
+// lowest node and leaves the others queued: the next is granted, with a
+// higher czxid; the broken holder's watch on its node closes its Done with
+// ErrLockLost (its next renewal would find the node gone too).
+//
 // The fencing token is the czxid of the holder's node: the zxid of the
 // transaction that created it. Holders are served in creation order and
 // zxids only grow (their high half is the leader's epoch, which grows at

@@ -4,6 +4,8 @@
 -- KEYS[2]  the fencing counter of that lock (same hash slot on a Cluster)
 -- ARGV[1]  the owner: a value unique to this hold
 -- ARGV[2]  the lease in milliseconds (a positive integer)
+-- KEYS[3]  optional: the hold metadata key (same hash slot on a Cluster)
+-- ARGV[3]  with KEYS[3]: the holder's description (dlock.WithOwner)
 --
 -- Replies:
 --   {1, token}      acquired; token is strictly greater than every token
@@ -32,6 +34,9 @@
 -- lost reply) is harmless: the second run finds its own hold and returns
 -- the same token.
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  -- Hold metadata: "owner\ndescription", read by inspect.lua only while
+  -- that owner holds the lock (so it needs no expiry of its own).
+  if KEYS[3] then redis.call('SET', KEYS[3], ARGV[1] .. '\n' .. (ARGV[3] or '')) end
   local n = redis.pcall('INCR', KEYS[2])
   if type(n) == 'table' then
     redis.call('DEL', KEYS[1])

@@ -1,6 +1,6 @@
 // Package redislua holds the Lua scripts dlock runs on a Redis instance:
 // acquire with a fencing token, compare-and-delete release, and
-// compare-and-expire renew. The scripts are embedded from the .lua files
+// compare-and-expire renew, and inspect (optionally break). The scripts are embedded from the .lua files
 // next to this one and run through go-redis Script, which sends EVALSHA and
 // falls back to EVAL when the server answers NOSCRIPT.
 //
@@ -14,6 +14,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +28,8 @@ var (
 	releaseSrc string
 	//go:embed renew.lua
 	renewSrc string
+	//go:embed inspect.lua
+	inspectSrc string
 )
 
 // The scripts. See the .lua files for their KEYS, ARGV and replies.
@@ -39,6 +42,10 @@ var (
 	Release = goredis.NewScript(releaseSrc)
 	// Renew: KEYS lock; ARGV owner, ttl-ms. Replies 1 or 0.
 	Renew = goredis.NewScript(renewSrc)
+	// Inspect: KEYS lock, fence, meta [, channel]; ARGV '' or 'BREAK',
+	// publish command, message. Replies {0, counter} or {1, pttl, counter, meta,
+	// owner}; error NOTALOCK.
+	Inspect = goredis.NewScript(inspectSrc)
 )
 
 // Announcement commands for Release's ARGV[2].
@@ -62,6 +69,73 @@ func Millis(ttl time.Duration) int64 {
 // AcquireArgs returns Acquire's keys and arguments.
 func AcquireArgs(lockKey, fenceKey, owner string, ttlMs int64) ([]string, []any) {
 	return []string{lockKey, fenceKey}, []any{owner, ttlMs}
+}
+
+// AcquireMetaArgs returns Acquire's keys and arguments for a hold that
+// stores its description (meta) in metaKey, for Inspect.
+func AcquireMetaArgs(lockKey, fenceKey, metaKey, owner string, ttlMs int64, meta string) ([]string, []any) {
+	return []string{lockKey, fenceKey, metaKey}, []any{owner, ttlMs, meta}
+}
+
+// Break is Inspect's ARGV[1] that removes the hold.
+const Break = "BREAK"
+
+// InspectArgs returns Inspect's keys and arguments: with brk, the hold is
+// removed and the release announced on channel (when not empty) with
+// publish.
+func InspectArgs(lockKey, fenceKey, metaKey, channel string, brk bool, publish, message string) ([]string, []any) {
+	keys := []string{lockKey, fenceKey, metaKey}
+	if channel != "" {
+		keys = append(keys, channel)
+	}
+	mode := ""
+	if brk {
+		mode = Break
+	}
+	return keys, []any{mode, publish, message}
+}
+
+// InspectReply is Inspect's decoded reply.
+type InspectReply struct {
+	Held      bool
+	Remaining time.Duration
+	Counter   uint64 // the fencing counter (on one instance: the holder's token); also when free
+	Meta      string
+	Owner     string
+}
+
+// ParseInspect decodes the result of Inspect.
+func ParseInspect(v any) (InspectReply, error) {
+	s, ok := v.([]any)
+	if ok && len(s) == 2 && s[0] == int64(0) {
+		n, err := parseCounter(s[1])
+		return InspectReply{Counter: n}, err
+	}
+	if !ok || len(s) != 5 || s[0] != int64(1) {
+		return InspectReply{}, fmt.Errorf("redislua: unexpected inspect reply %#v", v)
+	}
+	pttl, ok1 := s[1].(int64)
+	meta, ok3 := s[3].(string)
+	owner, ok4 := s[4].(string)
+	if !ok1 || !ok3 || !ok4 || pttl < 0 {
+		return InspectReply{}, fmt.Errorf("redislua: unexpected inspect reply %#v", v)
+	}
+	n, err := parseCounter(s[2])
+	if err != nil {
+		return InspectReply{}, err
+	}
+	// PTTL rounds down: a live lease is never reported as 0 ("unknown").
+	rem := max(time.Duration(pttl)*time.Millisecond, time.Millisecond)
+	return InspectReply{Held: true, Remaining: rem, Counter: n, Meta: meta, Owner: owner}, nil
+}
+
+func parseCounter(v any) (uint64, error) {
+	s, _ := v.(string)
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("redislua: fencing counter %#v is not an integer", v)
+	}
+	return n, nil
 }
 
 // ReleaseArgs returns Release's keys and arguments. channel and publish may

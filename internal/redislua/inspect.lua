@@ -1,0 +1,50 @@
+-- Inspect a lock on one Redis instance and, when asked, break it: remove
+-- whatever holds it, keeping the fencing counter, and announce the release
+-- to waiters.
+--
+-- KEYS[1]  the lock key
+-- KEYS[2]  the fencing counter of that lock
+-- KEYS[3]  the hold metadata key (written by acquire.lua)
+-- KEYS[4]  the release channel; optional
+-- ARGV[1]  'BREAK' to remove the hold, '' to change nothing
+-- ARGV[2]  with BREAK, how to announce: 'PUBLISH', 'SPUBLISH' or ''
+-- ARGV[3]  the message to publish
+-- (all keys in one hash slot on a Cluster)
+--
+-- Replies:
+--   {0, counter}                         free; counter is the fencing
+--                                        counter ('0' when none)
+--   {1, pttl, counter, meta, owner}      held by owner for pttl more ms;
+--                                        counter (a decimal string) is the
+--                                        holder's token; meta its description
+--                                        ('' when none was stored)
+--   error NOTALOCK                       the lock key holds something else;
+--                                        nothing was changed
+local owner = redis.pcall('GET', KEYS[1])
+if type(owner) == 'table' then
+  return redis.error_reply('NOTALOCK the lock key ' .. KEYS[1] .. ' holds a ' .. redis.call('TYPE', KEYS[1]).ok .. ', not a lock')
+end
+local counter = redis.pcall('GET', KEYS[2])
+if type(counter) ~= 'string' then
+  counter = '0'
+end
+if not owner then
+  return {0, counter}
+end
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl < 0 then
+  return redis.error_reply('NOTALOCK the lock key ' .. KEYS[1] .. ' holds a value without expiry, not a lock')
+end
+local meta = redis.pcall('GET', KEYS[3])
+if type(meta) == 'string' and string.sub(meta, 1, #owner + 1) == owner .. '\n' then
+  meta = string.sub(meta, #owner + 2)
+else
+  meta = ''
+end
+if ARGV[1] == 'BREAK' then
+  redis.call('DEL', KEYS[1], KEYS[3])
+  if KEYS[4] and (ARGV[2] == 'PUBLISH' or ARGV[2] == 'SPUBLISH') then
+    redis.call(ARGV[2], KEYS[4], ARGV[3] or '')
+  end
+end
+return {1, pttl, counter, meta, owner}
