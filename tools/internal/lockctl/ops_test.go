@@ -66,6 +66,8 @@ func TestStatusBreakUsage(t *testing.T) {
 		{[]string{"break", "--force"}, ExitUsage, "missing KEY"},
 		{[]string{"break", "--force", "a", "b"}, ExitUsage, "one KEY at a time"},
 		{[]string{"status", "--backend", "bogus://x", "k"}, ExitUsage, "bogus"},
+		{[]string{"doctor", "a://", "b://"}, ExitUsage, "one URL"},
+		{[]string{"doctor", "--ttl", "-1s", "mem://"}, ExitUsage, "--ttl"},
 	} {
 		sys, _, errb := testIO(nil)
 		if got := Main(context.Background(), tc.args, sys); got != tc.code || !strings.Contains(errb.String(), tc.msg) {
@@ -100,6 +102,30 @@ func TestShellQuote(t *testing.T) {
 	for in, want := range map[string]string{"job": "job", "a b": "'a b'", "it's": `'it'\''s'`, "ns/k-1.x": "ns/k-1.x"} {
 		if got := shellQuote(in); got != want {
 			t.Errorf("shellQuote(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
+
+func TestDoctorLevels(t *testing.T) {
+	d := &doctor{ttl: 10 * time.Second}
+	if got := driftAllowance(d.ttl); got != 102*time.Millisecond {
+		t.Errorf("drift allowance of 10s = %v; want 102ms", got)
+	}
+	now := time.Now()
+	d.clockSkew("clock.skew", now.Add(50*time.Millisecond), now, now.Add(2*time.Millisecond), time.Microsecond)
+	d.clockSkew("clock.skew", now.Add(time.Second), now, now.Add(2*time.Millisecond), time.Microsecond)
+	d.roundTrip("rtt", time.Millisecond)
+	d.roundTrip("rtt", 2*time.Second)
+	d.roundTrip("rtt", 4*time.Second)
+	want := []Level{LevelOK, LevelWarning, LevelOK, LevelWarning, LevelBroken}
+	for i, f := range d.findings {
+		if f.Level != want[i] {
+			t.Errorf("finding %d %s: %s; want %s", i, f.Summary, f.Level, want[i])
+		}
+	}
+	for in, want := range map[string]bool{"3.4.23": true, "3.4.25": false, "3.5.7": true, "3.5.8": false, "3.6.0": false, "3.3.25": true, "v3.5.0-rc.1": true} {
+		if got := etcdLeaseBug(in); got != want {
+			t.Errorf("etcdLeaseBug(%q) = %v; want %v", in, got, want)
 		}
 	}
 }
