@@ -128,7 +128,10 @@ func redisServer(t *testing.T, args ...string) string {
 func TestDoctorRedisMisconfigured(t *testing.T) {
 	t.Run("allkeys-lru", func(t *testing.T) {
 		addr := redisServer(t, "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru", "--appendonly", "yes", "--appendfsync", "always")
-		doc := doctor(t, "redis://"+addr+"?allow_eviction=true")
+		// dlock.Open refuses such a server; doctor still examines it.
+		doc := doctor(t, "redis://"+addr)
+		expectFindings(t, doc, lockctl.ExitDoctorBroken, map[string]lockctl.Level{"redis.maxmemory-policy": lockctl.LevelBroken, "open": lockctl.LevelBroken})
+		doc = doctor(t, "redis://"+addr+"?allow_eviction=true")
 		expectFindings(t, doc, lockctl.ExitDoctorBroken, map[string]lockctl.Level{"redis.maxmemory-policy": lockctl.LevelBroken})
 		r := runLockctl(t, time.Minute, "doctor", "redis://"+addr+"?allow_eviction=true")
 		if r.code != 2 || !strings.Contains(r.stdout, "maxmemory-policy allkeys-lru") || !strings.Contains(r.stdout, "noeviction") {
@@ -270,5 +273,30 @@ func TestDoctorURLSettings(t *testing.T) {
 			doc := doctor(t, append(c.args, url)...)
 			expectFindings(t, doc, c.status, c.want)
 		})
+	}
+}
+
+// A URL dlock.Open refuses is a usage error; a backend that does not
+// answer is a backend error, never a clean bill of health.
+func TestDoctorErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	for _, c := range []struct {
+		url  string
+		code int
+	}{
+		{"redis://" + closed + "?bogus=1", lockctl.ExitUsage},
+		{"redis://" + closed, lockctl.ExitBackend},
+		{"etcd://" + closed + "?dial_timeout=1s", lockctl.ExitBackend},
+		{"postgres://u:p@" + closed + "/db?connect_timeout=1", lockctl.ExitBackend},
+	} {
+		r := runLockctl(t, time.Minute, "doctor", c.url)
+		if r.code != c.code || r.stdout != "" {
+			t.Errorf("doctor %s: exit %d, stdout %q; want %d and no report\n%s", c.url, r.code, r.stdout, c.code, r.stderr)
+		}
 	}
 }

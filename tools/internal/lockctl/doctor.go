@@ -3,6 +3,7 @@ package lockctl
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -205,11 +206,16 @@ func runDoctor(ctx context.Context, rawURL string, ttl time.Duration) (doctorRep
 			}
 		}
 	}
-	l, err := open(ctx, rawURL)
-	if err != nil {
-		return doctorReport{}, err
+	// A URL dlock.Open refuses is a usage error. Open may also refuse a
+	// reachable backend for a setting (Redis eviction): doctor still
+	// examines it, and reports the refusal; an unreachable one fails the
+	// checks below too.
+	l, openErr := open(ctx, rawURL)
+	if openErr == nil {
+		_ = l.Close()
+	} else if errors.Is(openErr, dlock.ErrInvalidURL) {
+		return doctorReport{}, openErr
 	}
-	_ = l.Close()
 	d := &doctor{u: u, ttl: ttl, ttlSet: ttlSet}
 	cctx, cancel := context.WithTimeout(ctx, 2*openTimeout)
 	defer cancel()
@@ -236,7 +242,14 @@ func runDoctor(ctx context.Context, rawURL string, ttl time.Duration) (doctorRep
 		d.info("doctor.unknown-scheme", "doctor has no checks for "+scheme+"://")
 	}
 	if err != nil {
+		if openErr != nil {
+			return doctorReport{}, openErr
+		}
 		return doctorReport{}, fmt.Errorf("doctor %s: %w", redact(rawURL), err)
+	}
+	if openErr != nil {
+		d.add("open", LevelBroken, "dlock.Open refuses this backend: "+oneLine(openErr.Error()),
+			"no Locker can be opened on it as it is", "fix the settings above (or accept the risk with the parameter the error names)")
 	}
 	rep := doctorReport{Backend: redact(rawURL), TTLms: float64(d.ttl) / float64(time.Millisecond), Findings: d.findings}
 	for _, f := range d.findings {
@@ -254,12 +267,17 @@ func (d *doctor) hosts(port string) ([]string, error) { return driver.Hosts(d.u,
 // first, each with what it means and the fix.
 func writeDoctor(w io.Writer, rep doctorReport) {
 	fmt.Fprintf(w, "doctor %s (lease %v)\n", rep.Backend, time.Duration(rep.TTLms*float64(time.Millisecond)))
+	explained := map[string]bool{} // meaning and fix once per ID
 	for _, lv := range []Level{LevelBroken, LevelWarning, LevelInfo, LevelOK} {
 		for _, f := range rep.Findings {
 			if f.Level != lv {
 				continue
 			}
 			fmt.Fprintf(w, "%-8s %-32s %s\n", strings.ToUpper(string(f.Level)), f.ID, f.Summary)
+			if explained[f.ID+"\x00"+f.Meaning] {
+				continue
+			}
+			explained[f.ID+"\x00"+f.Meaning] = true
 			if f.Meaning != "" {
 				fmt.Fprintf(w, "         %-32s means: %s\n", "", f.Meaning)
 			}

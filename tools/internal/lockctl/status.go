@@ -144,12 +144,20 @@ func writeStatusTable(w io.Writer, infos []dlock.Info) {
 	_ = tw.Flush()
 }
 
-// roundDuration keeps a lease readable: milliseconds under a minute.
+// roundDuration keeps a duration readable: seconds from a minute,
+// milliseconds from 10ms, microseconds below.
 func roundDuration(d time.Duration) time.Duration {
-	if d >= time.Minute {
-		return d.Round(time.Second)
+	a := d
+	if a < 0 {
+		a = -a
 	}
-	return d.Round(time.Millisecond)
+	switch {
+	case a >= time.Minute:
+		return d.Round(time.Second)
+	case a >= 10*time.Millisecond:
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(time.Microsecond)
 }
 
 // oneLine keeps a table row on one line: control characters (a key or an
