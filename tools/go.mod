@@ -4,7 +4,7 @@ go 1.24.0
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
-	github.com/go-zookeeper/zk v1.0.4 // indirect
+	github.com/go-zookeeper/zk v1.0.4
 	github.com/hashicorp/consul/api v1.18.0
 	github.com/jackc/pgx/v5 v5.8.0
 	github.com/prometheus/client_golang v1.23.2
@@ -12,9 +12,9 @@ require (
 	github.com/rs/zerolog v1.28.0
 	github.com/schollz/progressbar/v3 v3.18.0
 	github.com/wcharczuk/go-chart/v2 v2.1.2
-	go.etcd.io/etcd/api/v3 v3.6.8 // indirect
-	go.etcd.io/etcd/client/v3 v3.6.8 // indirect
-	go.uber.org/zap v1.27.1 // indirect
+	go.etcd.io/etcd/api/v3 v3.6.8
+	go.etcd.io/etcd/client/v3 v3.6.8
+	go.uber.org/zap v1.27.1
 	golang.org/x/sys v0.41.0
 	golang.org/x/term v0.40.0
 	google.golang.org/grpc v1.80.0 // indirect

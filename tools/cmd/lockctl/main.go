@@ -1,9 +1,13 @@
 // Command lockctl runs a command under a distributed lock, shows the race
-// a lock prevents, and compares lock backends.
+// a lock prevents, compares lock backends, and operates locks.
 //
 //	lockctl run [flags] KEY -- COMMAND [ARGS...]   like flock(1), on every backend
 //	lockctl demo [flags]                           the stock-oversell race, without and with a lock
 //	lockctl bench --backend URL [--backend URL ...] [--html FILE] [--json]
+//	lockctl status [--json] KEY...                 who holds each key (exit 0 all free, 1 one held)
+//	lockctl break --force KEY                      remove a stuck hold (fencing stops the broken holder)
+//	lockctl doctor [--json] URL                    the deployment's settings that weaken dlock's promises
+//	                                               (exit 0 none, 1 warnings, 2 a promise broken)
 //
 // Run `lockctl --help` and `lockctl COMMAND --help` for the flags, the
 // backend URLs and the exit statuses. The backend is --backend, else

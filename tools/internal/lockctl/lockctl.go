@@ -1,5 +1,6 @@
 // Package lockctl is the lockctl command: run a command under a
-// distributed lock, show the race a lock prevents, and compare backends.
+// distributed lock, show the race a lock prevents, compare backends, and
+// operate locks (status, break, doctor).
 // cmd/lockctl is a thin main around Main; the logic lives here so that it
 // can be tested without building the binary.
 package lockctl
@@ -35,6 +36,9 @@ Usage:
   lockctl run [flags] KEY -- COMMAND [ARGS...]   run COMMAND while holding the lock KEY
   lockctl demo [flags]                           show the oversell race, without and with a lock
   lockctl bench [flags] --backend URL ...        compare backends: throughput, latency, handoff
+  lockctl status [flags] KEY...                  who holds each KEY: token, lease left, owner, waiters
+  lockctl break --force [flags] KEY              remove whatever holds KEY (its holder is told at its next renewal)
+  lockctl doctor [flags] [URL]                   report the backend's settings that weaken dlock's promises
   lockctl help [COMMAND]                         show help ("lockctl COMMAND --help" too)
 
 Backends are URLs (?ttl=10s sets the default lease); built in:
@@ -49,6 +53,9 @@ or one of lockctl's own codes:
   76  lock lost while the command ran (the command was signalled)
   126 the command could not be executed; 127 it was not found
 lockctl demo and bench exit 0, or 64 (usage) or 69 (backend error).
+lockctl status exits 0 when every KEY is free, 1 when one is held; break 0
+when done; doctor 0 when nothing weakens a promise, 1 for warnings, 2 when
+a setting breaks one; all of them 64 (usage) or 69 (backend error).
 `
 
 // Main runs lockctl with args (without the program name) and returns the
@@ -66,6 +73,12 @@ func Main(ctx context.Context, args []string, sys IO) int {
 		return demoMain(ctx, rest, sys)
 	case "bench":
 		return benchMain(ctx, rest, sys)
+	case "status":
+		return statusMain(ctx, rest, sys)
+	case "break":
+		return breakMain(ctx, rest, sys)
+	case "doctor":
+		return doctorMain(ctx, rest, sys)
 	case demoWorkerCmd:
 		return demoWorkerMain(ctx, rest, sys)
 	case "help", "-h", "-help", "--help":
@@ -75,13 +88,13 @@ func Main(ctx context.Context, args []string, sys IO) int {
 		}
 		if len(rest) == 1 {
 			switch rest[0] {
-			case "run", "demo", "bench":
+			case "run", "demo", "bench", "status", "break", "doctor":
 				return Main(ctx, []string{rest[0], "--help"}, sys)
 			}
 		}
-		return usageError(sys.Stderr, "help: unknown command %q (commands: run, demo, bench)", strings.Join(rest, " "))
+		return usageError(sys.Stderr, "help: unknown command %q (commands: run, demo, bench, status, break, doctor)", strings.Join(rest, " "))
 	default:
-		return usageError(sys.Stderr, "unknown command %q (commands: run, demo, bench; see lockctl --help)", cmd)
+		return usageError(sys.Stderr, "unknown command %q (commands: run, demo, bench, status, break, doctor; see lockctl --help)", cmd)
 	}
 }
 
