@@ -66,7 +66,7 @@ faults:
 # touches the harness; CI runs the whole matrix (make faults).
 FAULTS_CI_RUN := TestFaults/(1-baseline|2-pause-past-lease|4-holder-killed|6-redis-restart|8-leader)/(redis|etcd|etcd3)$$
 faults-ci:
-	scripts/with-servers.sh $(GOTEST) -tags faults -run '$(FAULTS_CI_RUN)' ./faults/...
+	scripts/with-servers.sh $(GOTEST) -tags faults -run '$(FAULTS_CI_RUN)' ./tools/faults/...
 
 # Vet and staticcheck also see the files behind the faults build tag.
 lint:

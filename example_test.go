@@ -50,12 +50,13 @@ func ExampleDo() {
 
 	err := dlock.Do(ctx, m, func(ctx context.Context) error {
 		// Work here; stop when ctx is done (the lock was lost).
-		fmt.Println("running with token", m.Token())
+		// Hand m.Token() to the resource: larger for every new holder.
+		fmt.Println("running with a token:", m.Token() > 0)
 		return nil
 	})
 	fmt.Println("err:", err)
 	// Output:
-	// running with token 1
+	// running with a token: true
 	// err: <nil>
 }
 
