@@ -62,8 +62,8 @@ var (
 
 // lossError is the error a lost hold ends with: it matches ErrLockLost,
 // its kind (ErrRenewalFailed, ErrReportedLost or ErrLeaseExpired), and the
-// backend's detail, except that a detail matching ErrNotHeld is kept as text
-// only: a lost hold is ErrLockLost, never ErrNotHeld.
+// backend's detail (its own sentinels included), except ErrNotHeld in that
+// detail: a lost hold is ErrLockLost, never ErrNotHeld.
 type lossError struct {
 	kind   error
 	detail error // nil when there is none
@@ -79,10 +79,27 @@ func (e *lossError) Error() string {
 
 func (e *lossError) Unwrap() []error {
 	errs := []error{ErrLockLost, e.kind}
-	if e.detail != nil && !errors.Is(e.detail, ErrNotHeld) {
+	switch {
+	case e.detail == nil:
+	case errors.Is(e.detail, ErrNotHeld):
+		errs = append(errs, notHeldHidden{e.detail})
+	default:
 		errs = append(errs, e.detail)
 	}
 	return errs
 }
+
+// notHeldHidden keeps a loss's detail in the chain (a backend's own
+// sentinel, such as the Redis eviction-policy error, still matches) except
+// for ErrNotHeld: a lost hold never matches ErrNotHeld.
+type notHeldHidden struct{ err error }
+
+func (h notHeldHidden) Error() string { return h.err.Error() }
+
+func (h notHeldHidden) Is(target error) bool {
+	return target != ErrNotHeld && errors.Is(h.err, target)
+}
+
+func (h notHeldHidden) As(target any) bool { return errors.As(h.err, target) }
 
 func newLoss(kind, detail error) error { return &lossError{kind: kind, detail: detail} }
