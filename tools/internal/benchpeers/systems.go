@@ -242,7 +242,7 @@ func (b *bareClient) lock(ctx context.Context, key string) (func(context.Context
 }
 
 func (b *bareClient) roundTrips() int64 { return b.n.Load() }
-func (b *bareClient) close() error     { return b.c.Close() }
+func (b *bareClient) close() error      { return b.c.Close() }
 
 // ---- bsm/redislock ----
 
@@ -273,7 +273,7 @@ func (r *redislockClient) lock(ctx context.Context, key string) (func(context.Co
 }
 
 func (r *redislockClient) roundTrips() int64 { return r.n.Load() }
-func (r *redislockClient) close() error     { return r.c.Close() }
+func (r *redislockClient) close() error      { return r.c.Close() }
 
 // ---- redsync ----
 
@@ -323,7 +323,7 @@ func (r *redsyncClient) lock(ctx context.Context, key string) (func(context.Cont
 }
 
 func (r *redsyncClient) roundTrips() int64 { return r.n.Load() }
-func (r *redsyncClient) close() error     { return closeAll(r.cs) }
+func (r *redsyncClient) close() error      { return closeAll(r.cs) }
 
 // ---- dlock ----
 
@@ -486,7 +486,7 @@ func (z *zkClient) lock(ctx context.Context, key string) (func(context.Context) 
 }
 
 func (z *zkClient) roundTrips() int64 { return -1 }
-func (z *zkClient) close() error     { z.conn.Close(); return nil }
+func (z *zkClient) close() error      { z.conn.Close(); return nil }
 
 type nopZK struct{}
 
@@ -526,4 +526,4 @@ func (c *consulClient) lock(ctx context.Context, key string) (func(context.Conte
 }
 
 func (c *consulClient) roundTrips() int64 { return -1 }
-func (c *consulClient) close() error     { return nil }
+func (c *consulClient) close() error      { return nil }
