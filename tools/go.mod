@@ -4,7 +4,7 @@ go 1.24.0
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
-	github.com/go-zookeeper/zk v1.0.4 // indirect
+	github.com/go-zookeeper/zk v1.0.4
 	github.com/hashicorp/consul/api v1.18.0
 	github.com/jackc/pgx/v5 v5.8.0
 	github.com/prometheus/client_golang v1.23.2
@@ -13,8 +13,8 @@ require (
 	github.com/schollz/progressbar/v3 v3.18.0
 	github.com/wcharczuk/go-chart/v2 v2.1.2
 	go.etcd.io/etcd/api/v3 v3.6.8 // indirect
-	go.etcd.io/etcd/client/v3 v3.6.8 // indirect
-	go.uber.org/zap v1.27.1 // indirect
+	go.etcd.io/etcd/client/v3 v3.6.8
+	go.uber.org/zap v1.27.1
 	golang.org/x/sys v0.41.0
 	golang.org/x/term v0.40.0
 	google.golang.org/grpc v1.80.0 // indirect
@@ -23,14 +23,12 @@ require (
 require (
 	github.com/armon/go-metrics v0.0.0-20180917152333-f0300d1749da // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
-	github.com/bsm/redislock v0.9.4 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/fatih/color v1.9.0 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
-	github.com/go-redsync/redsync/v4 v4.15.0 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
@@ -78,12 +76,14 @@ require (
 )
 
 require (
+	github.com/bsm/redislock v0.9.4
 	github.com/dlock-go/dlock v0.0.0-00010101000000-000000000000
 	github.com/dlock-go/dlock/backend/consul v0.0.0-00010101000000-000000000000
 	github.com/dlock-go/dlock/backend/etcd v0.0.0-00010101000000-000000000000
 	github.com/dlock-go/dlock/backend/postgres v0.0.0-00010101000000-000000000000
 	github.com/dlock-go/dlock/backend/zookeeper v0.0.0-00010101000000-000000000000
 	github.com/dlock-go/dlock/otel v0.0.0-00010101000000-000000000000
+	github.com/go-redsync/redsync/v4 v4.15.0
 	go.opentelemetry.io/otel v1.40.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.62.0
 	go.opentelemetry.io/otel/sdk v1.40.0
