@@ -17,7 +17,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 # `make up TOPOLOGIES="redis etcd3"` starts only those.
 TOPOLOGIES ?=
 
-.PHONY: all deps dlockenv up down status env test bench faults faults-ci lint tidy tidy-check compose \
+.PHONY: all deps dlockenv up down status env test bench bench-peers faults faults-ci lint tidy tidy-check compose \
 	start stop kill pause resume
 
 all: lint test
@@ -55,6 +55,19 @@ test:
 
 bench:
 	scripts/with-servers.sh $(GO) test -run '^$$' -bench . -benchmem -timeout 30m $(PKGS)
+
+# dlock beside its peers (bare SET NX PX, redislock, redsync, etcd's
+# concurrency.Mutex, zk.Lock, Consul's api.Lock) on the servers it starts,
+# in one run; writes BENCHMARKS.md. BENCH_PEERS_FLAGS passes flags to
+# tools/cmd/benchpeers (e.g. -reps 1 -duration 1s -holds 1000).
+BENCH_PEERS_TOPOLOGIES := redis redlock etcd zookeeper consul
+BENCH_PEERS_FLAGS ?=
+# BENCH_PEERS_NOTE is printed at the top of BENCHMARKS.md (say if the machine was shared).
+BENCH_PEERS_NOTE ?=
+bench-peers:
+	cd tools && $(GO) build -o ../bin/benchpeers ./cmd/benchpeers
+	TOPOLOGIES="$(BENCH_PEERS_TOPOLOGIES)" scripts/with-servers.sh bin/benchpeers -out $(CURDIR)/BENCHMARKS.md \
+		-command "make bench-peers$(if $(BENCH_PEERS_FLAGS), BENCH_PEERS_FLAGS='$(BENCH_PEERS_FLAGS)')" -note "$(BENCH_PEERS_NOTE)" $(BENCH_PEERS_FLAGS)
 
 # The fault matrix: kills, pauses and partitions real servers and clients,
 # and writes the scenario x backend table to FAULTS.md.

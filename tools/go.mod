@@ -35,9 +35,11 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorilla/mux v1.8.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.28.0 // indirect
+	github.com/hashicorp/errwrap v1.1.0 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.1 // indirect
 	github.com/hashicorp/go-hclog v0.12.0 // indirect
 	github.com/hashicorp/go-immutable-radix v1.0.0 // indirect
+	github.com/hashicorp/go-multierror v1.1.1 // indirect
 	github.com/hashicorp/go-rootcerts v1.0.2 // indirect
 	github.com/hashicorp/golang-lru v0.5.4 // indirect
 	github.com/hashicorp/serf v0.10.1 // indirect
@@ -74,12 +76,14 @@ require (
 )
 
 require (
+	github.com/bsm/redislock v0.9.4
 	github.com/dlock-go/dlock v0.0.0-00010101000000-000000000000
 	github.com/dlock-go/dlock/backend/consul v0.0.0-00010101000000-000000000000
 	github.com/dlock-go/dlock/backend/etcd v0.0.0-00010101000000-000000000000
 	github.com/dlock-go/dlock/backend/postgres v0.0.0-00010101000000-000000000000
 	github.com/dlock-go/dlock/backend/zookeeper v0.0.0-00010101000000-000000000000
 	github.com/dlock-go/dlock/otel v0.0.0-00010101000000-000000000000
+	github.com/go-redsync/redsync/v4 v4.15.0
 	go.opentelemetry.io/otel v1.40.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.62.0
 	go.opentelemetry.io/otel/sdk v1.40.0

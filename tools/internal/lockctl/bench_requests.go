@@ -237,3 +237,28 @@ func (c *zkCounter) count(ctx context.Context) (uint64, error) {
 }
 
 func (c *zkCounter) close() {}
+
+// RequestCounter counts the requests a backend's servers have served, as
+// lockctl bench does (Redis: INFO commandstats; etcd: /metrics;
+// ZooKeeper: mntr), for other benchmarks of this module
+// (tools/internal/benchpeers).
+type RequestCounter struct{ c requestCounter }
+
+// NewRequestCounter returns a counter for the backend at rawURL, or nil
+// when lockctl knows no way to count its requests.
+func NewRequestCounter(rawURL string) *RequestCounter {
+	c := newRequestCounter(rawURL)
+	if c == nil {
+		return nil
+	}
+	return &RequestCounter{c}
+}
+
+// Count returns the servers' total so far (server-wide).
+func (r *RequestCounter) Count(ctx context.Context) (uint64, error) { return r.c.count(ctx) }
+
+// What describes what is counted.
+func (r *RequestCounter) What() string { return r.c.what() }
+
+// Close releases the counter's connections.
+func (r *RequestCounter) Close() { r.c.close() }

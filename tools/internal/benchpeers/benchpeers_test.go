@@ -1,0 +1,175 @@
+package benchpeers
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock/internal/testenv"
+)
+
+// TestMain lets the test binary be a contended worker too, as the
+// benchpeers command is: the harness re-executes it for each worker.
+func TestMain(m *testing.M) {
+	if RunWorkerIfAsked() {
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// tiny is a run of every scenario, as short as it can be.
+func tiny(ep Endpoints, sys ...string) Config {
+	return Config{
+		Endpoints: ep, Systems: sys, Reps: 1, Duration: 150 * time.Millisecond, Parallel: 2,
+		Lockers: []int{2}, Hold: time.Millisecond, Holds: 20, HoldFor: 50 * time.Millisecond,
+		HoldTTLs: []time.Duration{0}, AcquireBudget: time.Minute,
+	}
+}
+
+// checkShape asserts that every system of the run has a result for every
+// scenario, without error or overlap, and that the report has its
+// sections.
+func checkShape(t *testing.T, cfg Config, rs []Result, names []string, dlockNames []string) string {
+	t.Helper()
+	want := map[string]int{}
+	for _, n := range names {
+		want[ScenUncontended+"|"+n]++
+		want[ScenParallel+"|"+n]++
+		want[ScenContended+"|"+n]++
+	}
+	for _, n := range dlockNames {
+		want[ScenManyHolds+"|"+n]++
+	}
+	for _, r := range rs {
+		k := r.Scenario + "|" + r.System
+		if want[k] == 0 {
+			t.Errorf("unexpected result %s", k)
+			continue
+		}
+		want[k]--
+		if r.Error != "" {
+			t.Errorf("%s: error %s", k, r.Error)
+		}
+		if r.Overlaps != 0 {
+			t.Errorf("%s: %d overlapping holds", k, r.Overlaps)
+		}
+		switch r.Scenario {
+		case ScenManyHolds:
+			if r.Held != r.Holds || r.Lost != 0 {
+				t.Errorf("%s: held %d of %d, lost %d", k, r.Held, r.Holds, r.Lost)
+			}
+		default:
+			if r.Acquisitions == 0 {
+				t.Errorf("%s: no acquisition", k)
+			}
+		}
+		if r.Scenario == ScenContended && (r.Lockers != 2 || r.FairMax == 0) {
+			t.Errorf("%s: lockers %d, fairness %d/%d", k, r.Lockers, r.FairMax, r.FairMin)
+		}
+	}
+	for k, n := range want {
+		if n != 0 {
+			t.Errorf("missing result %s", k)
+		}
+	}
+	var buf bytes.Buffer
+	WriteMarkdown(&buf, Meta{Command: "test", Started: time.Now(), Finished: time.Now(), Machine: Machine(), Config: cfg}, rs)
+	md := buf.String()
+	for _, h := range []string{"| nproc |", "## uncontended", "## parallel-keys", "## contended across processes: 2 workers",
+		"## many holds", "## ratios dlock / peer", "## goals of issue 22"} {
+		if !strings.Contains(md, h) {
+			t.Errorf("report lacks %q", h)
+		}
+	}
+	return md
+}
+
+func TestHarnessMem(t *testing.T) {
+	cfg := tiny(Endpoints{Mem: true})
+	rs := Run(testenv.Context(t, 2*time.Minute), cfg)
+	checkShape(t, cfg, rs, []string{"dlock mem://"}, []string{"dlock mem://"})
+}
+
+// TestHarnessRedis runs the bare lock and dlock redis:// on a real Redis,
+// the contended workers as processes of this test binary, and checks the
+// counted figures and the ratio between them.
+func TestHarnessRedis(t *testing.T) {
+	ep := Endpoints{Redis: testenv.Endpoint(t, "DLOCK_REDIS_URL")}
+	cfg := tiny(ep, "bare SET NX PX", "dlock redis://")
+	rs := Run(testenv.Context(t, 2*time.Minute), cfg)
+	names := []string{"bare SET NX PX spin lock, 10 ms retry", "dlock redis://"}
+	md := checkShape(t, cfg, rs, names, []string{"dlock redis://"})
+	for _, r := range rs {
+		if r.Scenario == ScenManyHolds {
+			continue
+		}
+		if r.CmdsPerAcq == nil || r.UsecPerAcq == nil || r.RTPerAcq == nil {
+			t.Errorf("%s %s: server commands, usec or round trips not counted", r.Scenario, r.System)
+		} else if *r.RTPerAcq < 1 || *r.CmdsPerAcq < 1 {
+			t.Errorf("%s %s: %.2f round trips, %.2f commands per acquisition: fewer than one", r.Scenario, r.System, *r.RTPerAcq, *r.CmdsPerAcq)
+		}
+	}
+	if !strings.Contains(md, "| contended x2 | dlock redis:// | bare SET NX PX spin lock, 10 ms retry |") {
+		t.Errorf("report lacks the contended ratio row:\n%s", md)
+	}
+}
+
+// noLock is a "lock" that excludes nothing, for checking that the
+// contended scenario's overlap check catches two holders at once.
+type noLock struct{}
+
+func (noLock) lock(context.Context, string) (func(context.Context) error, error) {
+	return func(context.Context) error { return nil }, nil
+}
+func (noLock) roundTrips() int64 { return -1 }
+func (noLock) close() error      { return nil }
+
+func TestOverlapCheckCatchesBrokenLock(t *testing.T) {
+	saved := systems
+	t.Cleanup(func() { systems = saved })
+	systems = append(systems[:len(systems):len(systems)], system{name: "no lock", store: "mem", inProcess: true,
+		open: func(context.Context, Endpoints, time.Duration) (client, error) { return noLock{}, nil }})
+	cfg := tiny(Endpoints{Mem: true}, "no lock")
+	cfg.Scenarios, cfg.Lockers, cfg.Hold = []string{ScenContended}, []int{4}, 2*time.Millisecond
+	rs := Run(testenv.Context(t, time.Minute), cfg)
+	if len(rs) != 1 || rs[0].Overlaps == 0 || !Overlapped(rs) {
+		t.Fatalf("four holders of a lock that excludes nothing: want overlaps reported, got %+v", rs)
+	}
+}
+
+func TestOverlaps(t *testing.T) {
+	seq := []acquisition{{Call: 0, Got: 1, Release: 5}, {Call: 0, Got: 6, Release: 9}, {Call: 2, Got: 10, Release: 12}}
+	if n := overlaps(seq); n != 0 {
+		t.Errorf("sequential holds: %d overlaps, want 0", n)
+	}
+	// The third began while the first (the longest) was still held.
+	over := []acquisition{{Got: 1, Release: 20}, {Got: 21, Release: 22}, {Got: 15, Release: 16}}
+	if n := overlaps(over); n != 1 {
+		t.Errorf("one hold inside another: %d overlaps, want 1", n)
+	}
+}
+
+func TestFillContended(t *testing.T) {
+	from := time.Unix(0, 0)
+	until := from.Add(100 * time.Nanosecond)
+	rs := []workerResult{
+		{ID: 0, RoundTrips: 6, Acquisitions: []acquisition{{Call: 0, Got: 10, Release: 20}, {Call: 21, Got: 50, Release: 60}}},
+		{ID: 1, RoundTrips: 3, Acquisitions: []acquisition{{Call: 5, Got: 30, Release: 40}, {Call: 95, Got: 150, Release: 160}}},
+	}
+	var r Result
+	fillContended(&r, rs, from, until)
+	if r.Overlaps != 0 || r.FairMax != 2 || r.FairMin != 1 {
+		t.Errorf("overlaps %d, fairness %d/%d; want 0, 2/1", r.Overlaps, r.FairMax, r.FairMin)
+	}
+	if r.RTPerAcq == nil || *r.RTPerAcq != 9.0/4 {
+		t.Errorf("round trips per acquisition %v, want 2.25", r.RTPerAcq)
+	}
+	// Handoffs: 30-20 (waiting since 5) and 50-40 (since 21); the last
+	// called Lock (95) after the lock was free (60): no handoff.
+	if r.HandoffP99 == nil || *r.HandoffP99 != float64(10)/1e6 {
+		t.Errorf("handoff p99 %v ms, want 0.00001", r.HandoffP99)
+	}
+}

@@ -1,0 +1,488 @@
+package benchpeers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// aggregate folds the repetitions of each (scenario, system, lockers)
+// into one Result of medians; overlaps are summed and errors kept.
+func aggregate(raw []Result) []Result {
+	type key struct {
+		scen, sys string
+		lockers   int
+	}
+	var order []key
+	groups := map[key][]Result{}
+	for _, r := range raw {
+		k := key{r.Scenario, r.System, r.Lockers}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	var out []Result
+	for _, k := range order {
+		rs := groups[k]
+		m := rs[0]
+		m.Reps = len(rs)
+		f := func(get func(Result) float64) float64 {
+			var v []float64
+			for _, r := range rs {
+				v = append(v, get(r))
+			}
+			return median(v)
+		}
+		fp := func(get func(Result) *float64) *float64 {
+			var v []float64
+			for _, r := range rs {
+				if p := get(r); p != nil {
+					v = append(v, *p)
+				}
+			}
+			if len(v) == 0 {
+				return nil
+			}
+			x := median(v)
+			return &x
+		}
+		m.Acquisitions = int64(f(func(r Result) float64 { return float64(r.Acquisitions) }))
+		m.Seconds = f(func(r Result) float64 { return r.Seconds })
+		m.AcqPerSec = f(func(r Result) float64 { return r.AcqPerSec })
+		m.WaitP50 = f(func(r Result) float64 { return r.WaitP50 })
+		m.WaitP99 = f(func(r Result) float64 { return r.WaitP99 })
+		m.FairMax = int64(f(func(r Result) float64 { return float64(r.FairMax) }))
+		m.FairMin = int64(f(func(r Result) float64 { return float64(r.FairMin) }))
+		m.HandoffP99 = fp(func(r Result) *float64 { return r.HandoffP99 })
+		m.CmdsPerAcq = fp(func(r Result) *float64 { return r.CmdsPerAcq })
+		m.UsecPerAcq = fp(func(r Result) *float64 { return r.UsecPerAcq })
+		m.RTPerAcq = fp(func(r Result) *float64 { return r.RTPerAcq })
+		m.Overlaps, m.Error = 0, ""
+		for _, r := range rs {
+			m.Overlaps += r.Overlaps
+			if r.Error != "" && m.Error == "" {
+				m.Error = r.Error
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// Overlapped reports whether any contended run saw two holders at once.
+func Overlapped(rs []Result) bool {
+	return slices.ContainsFunc(rs, func(r Result) bool { return r.Overlaps > 0 })
+}
+
+// Meta describes the run for the report's header.
+type Meta struct {
+	Command  string            `json:"command"`
+	Started  time.Time         `json:"started"`
+	Finished time.Time         `json:"finished"`
+	Machine  map[string]string `json:"machine"`
+	Servers  map[string]string `json:"servers"`
+	Note     string            `json:"note,omitempty"`
+	Config   Config            `json:"-"`
+}
+
+// Machine describes this host: CPUs, memory, CPU model, Go, kernel.
+func Machine() map[string]string {
+	m := map[string]string{
+		"nproc": fmt.Sprint(runtime.NumCPU()),
+		"go":    runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "MemTotal:"); ok {
+				m["memory"] = strings.TrimSpace(v)
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m["cpu"] = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if out, err := exec.Command("uname", "-sr").Output(); err == nil {
+		m["kernel"] = strings.TrimSpace(string(out))
+	}
+	return m
+}
+
+// ServerVersions asks each server of the endpoints for its version.
+func ServerVersions(ctx context.Context, ep Endpoints) map[string]string {
+	v := map[string]string{}
+	redisVersion := func(u string) string {
+		hs, err := hosts(u, "6379")
+		if err != nil {
+			return err.Error()
+		}
+		c := goredis.NewClient(&goredis.Options{Addr: hs[0]})
+		defer c.Close()
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			return err.Error()
+		}
+		for _, l := range strings.Split(info, "\n") {
+			if x, ok := strings.CutPrefix(strings.TrimSpace(l), "redis_version:"); ok {
+				return "Redis " + x
+			}
+		}
+		return "?"
+	}
+	if ep.Redis != "" {
+		v["redis"] = redisVersion(ep.Redis)
+	}
+	if ep.Redlock != "" {
+		v["redlock"] = redisVersion(ep.Redlock) + " x5 masters"
+	}
+	httpGet := func(url string) ([]byte, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		return io.ReadAll(resp.Body)
+	}
+	if ep.Etcd != "" {
+		hs, _ := hosts(ep.Etcd, "2379")
+		if len(hs) > 0 {
+			var e struct {
+				Server string `json:"etcdserver"`
+			}
+			b, err := httpGet("http://" + hs[0] + "/version")
+			if err == nil {
+				err = json.Unmarshal(b, &e)
+			}
+			v["etcd"] = "etcd " + e.Server
+			if err != nil {
+				v["etcd"] = err.Error()
+			}
+		}
+	}
+	if ep.Consul != "" {
+		hs, _ := hosts(ep.Consul, "8500")
+		if len(hs) > 0 {
+			var a struct {
+				Config struct{ Version string }
+			}
+			b, err := httpGet("http://" + hs[0] + "/v1/agent/self")
+			if err == nil {
+				err = json.Unmarshal(b, &a)
+			}
+			v["consul"] = "Consul " + a.Config.Version
+			if err != nil {
+				v["consul"] = err.Error()
+			}
+		}
+	}
+	if ep.ZK != "" {
+		hs, _ := hosts(ep.ZK, "2181")
+		if len(hs) > 0 {
+			v["zookeeper"] = zkVersion(hs[0])
+		}
+	}
+	return v
+}
+
+func zkVersion(h string) string {
+	conn, err := net.DialTimeout("tcp", h, 2*time.Second)
+	if err != nil {
+		return err.Error()
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	_, _ = io.WriteString(conn, "mntr")
+	b, _ := io.ReadAll(conn)
+	for _, l := range strings.Split(string(b), "\n") {
+		if x, ok := strings.CutPrefix(l, "zk_version"); ok {
+			x = strings.TrimSpace(x)
+			x, _, _ = strings.Cut(x, ",")
+			return "ZooKeeper " + x
+		}
+	}
+	return "?"
+}
+
+func fnum(p *float64, prec int) string {
+	if p == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.*f", prec, *p)
+}
+
+// find returns the result of a scenario, system and lockers count.
+func find(rs []Result, scen, sys string, lockers int, ttl string) *Result {
+	for i := range rs {
+		r := &rs[i]
+		if r.Scenario == scen && r.System == sys && r.Lockers == lockers && (ttl == "" || r.TTL == ttl) {
+			return r
+		}
+	}
+	return nil
+}
+
+// WriteMarkdown writes BENCHMARKS.md: the header, a table per scenario,
+// the ratios dlock/peer and the goals of issue 22 with their status.
+func WriteMarkdown(w io.Writer, meta Meta, rs []Result) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	cfg := meta.Config
+	p("# Benchmarks: dlock beside its peers\n\n")
+	p("Generated by `%s` (tools/internal/benchpeers) on %s, in %s.\n", meta.Command,
+		meta.Started.UTC().Format("2006-01-02 15:04 MST"), meta.Finished.Sub(meta.Started).Round(time.Second))
+	p("Every system runs on the same real servers over loopback, one after the other, repetitions interleaved\n")
+	p("(repetition r of every system before repetition r+1 of any); timed figures are medians of %d.\n\n", cfg.Reps)
+	if meta.Note != "" {
+		p("**%s**\n\n", meta.Note)
+	}
+	p("| machine | |\n|---|---|\n")
+	for _, k := range []string{"nproc", "memory", "cpu", "kernel", "go"} {
+		p("| %s | %s |\n", k, meta.Machine[k])
+	}
+	for _, k := range []string{"redis", "redlock", "etcd", "zookeeper", "consul"} {
+		if v, ok := meta.Servers[k]; ok {
+			p("| %s server | %s |\n", k, v)
+		}
+	}
+	p("\n")
+	p("Columns: acq/s = acquisitions per second; wait = from Lock called to Lock returned; handoff = from the holder\n")
+	p("beginning Unlock to the next waiter's Lock returning; fairness = most/fewest acquisitions of one worker;\n")
+	p("srv req/acq = server-side requests per acquisition (Redis: INFO commandstats calls, Lua's inner commands\n")
+	p("included; etcd: gRPC messages received; ZooKeeper: packets received; Consul and memory: n/a); srv µs/acq =\n")
+	p("Redis commandstats usec per acquisition (server CPU); RT/acq = client round trips per acquisition, counted by a\n")
+	p("go-redis hook on the clients (a pipeline is one); overlaps = acquisitions that began before the previous holder\n")
+	p("began its Unlock (must be 0).\n\n")
+
+	if cfg.wants(ScenUncontended) || cfg.wants(ScenParallel) {
+		for _, scen := range []string{ScenUncontended, ScenParallel} {
+			if !cfg.wants(scen) {
+				continue
+			}
+			what := "one goroutine, one key, Lock+Unlock in a loop"
+			if scen == ScenParallel {
+				what = fmt.Sprintf("%d goroutines on one client, a key each", cfg.Parallel)
+			}
+			p("## %s (%s; %v per run)\n\n", scen, what, cfg.Duration)
+			p("| system | acq/s | wait p50 ms | wait p99 ms | srv req/acq | srv µs/acq | RT/acq | error |\n|---|--:|--:|--:|--:|--:|--:|---|\n")
+			for _, r := range rs {
+				if r.Scenario != scen {
+					continue
+				}
+				p("| %s | %.0f | %.2f | %.2f | %s | %s | %s | %s |\n", r.System, r.AcqPerSec, r.WaitP50, r.WaitP99,
+					fnum(r.CmdsPerAcq, 1), fnum(r.UsecPerAcq, 1), fnum(r.RTPerAcq, 2), r.Error)
+			}
+			p("\n")
+		}
+	}
+	if cfg.wants(ScenContended) {
+		for _, n := range cfg.Lockers {
+			p("## contended across processes: %d workers, one key, %v hold (%v per run)\n\n", n, cfg.Hold, cfg.Duration)
+			p("Each worker is its own OS process with its own client (mem://: its own goroutine and Locker, the store being per process).\n\n")
+			p("| system | acq/s | wait p99 ms | handoff p99 ms | fairness max/min | srv req/acq | srv µs/acq | RT/acq | overlaps | error |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+			for _, r := range rs {
+				if r.Scenario != ScenContended || r.Lockers != n {
+					continue
+				}
+				p("| %s | %.0f | %.1f | %s | %d/%d | %s | %s | %s | %d | %s |\n", r.System, r.AcqPerSec, r.WaitP99,
+					fnum(r.HandoffP99, 2), r.FairMax, r.FairMin, fnum(r.CmdsPerAcq, 1), fnum(r.UsecPerAcq, 1),
+					fnum(r.RTPerAcq, 2), r.Overlaps, r.Error)
+			}
+			p("\n")
+		}
+	}
+	if cfg.wants(ScenManyHolds) {
+		p("## many holds: %d keys held through one Locker, kept %v once held (one run each)\n\n", cfg.Holds, cfg.HoldFor)
+		p("Acquired by 32 goroutines within %v; goroutines and heap (after GC) measured while all are held, less\n", cfg.AcquireBudget)
+		p("before; lost = holds whose Done closed while held; renew RT = client round trips per hold per second while held (Redis).\n\n")
+		p("| system | TTL | held | acquire s | goroutines/hold | heap B/hold | lost | renew RT/hold/s | error |\n|---|---|--:|--:|--:|--:|--:|--:|---|\n")
+		for _, r := range rs {
+			if r.Scenario != ScenManyHolds {
+				continue
+			}
+			p("| %s | %s | %d/%d | %.1f | %.3f | %.0f | %d | %s | %s |\n", r.System, r.TTL, r.Held, r.Holds, r.AcquireSeconds,
+				r.GoroutinesPerHold, r.HeapPerHold, r.Lost, fnum(r.RenewRTPerHoldSec, 3), r.Error)
+		}
+		p("\n")
+	}
+	writeRatios(w, cfg, rs)
+	writeGoals(w, cfg, rs)
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2fx", a/b)
+}
+
+func pratio(a, b *float64) string {
+	if a == nil || b == nil {
+		return "n/a"
+	}
+	return ratio(*a, *b)
+}
+
+func writeRatios(w io.Writer, cfg Config, rs []Result) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p("## ratios dlock / peer\n\n")
+	p("| scenario | dlock | peer | acq/s | wait p99 | srv req/acq | RT/acq |\n|---|---|---|--:|--:|--:|--:|\n")
+	type sc struct {
+		scen    string
+		lockers int
+	}
+	var scs []sc
+	for _, s := range []string{ScenUncontended, ScenParallel} {
+		if cfg.wants(s) {
+			scs = append(scs, sc{s, 0})
+		}
+	}
+	if cfg.wants(ScenContended) {
+		for _, n := range cfg.Lockers {
+			scs = append(scs, sc{ScenContended, n})
+		}
+	}
+	for _, s := range scs {
+		label := s.scen
+		if s.lockers > 0 {
+			label = fmt.Sprintf("contended x%d", s.lockers)
+		}
+		for _, d := range systems {
+			for _, peer := range peerOf[d.name] {
+				a, b := find(rs, s.scen, d.name, s.lockers, ""), find(rs, s.scen, peer, s.lockers, "")
+				if a == nil || b == nil {
+					continue
+				}
+				p("| %s | %s | %s | %s | %s | %s | %s |\n", label, d.name, peer, ratio(a.AcqPerSec, b.AcqPerSec),
+					ratio(a.WaitP99, b.WaitP99), pratio(a.CmdsPerAcq, b.CmdsPerAcq), pratio(a.RTPerAcq, b.RTPerAcq))
+			}
+		}
+	}
+	p("\n")
+}
+
+// goal is one checked target of issue 22.
+type goal struct {
+	what     string
+	measured string
+	met      *bool
+}
+
+func writeGoals(w io.Writer, cfg Config, rs []Result) {
+	var gs []goal
+	add := func(what, measured string, ok bool, known bool) {
+		g := goal{what: what, measured: measured}
+		if known {
+			g.met = &ok
+		}
+		gs = append(gs, g)
+	}
+	holdMs := float64(cfg.Hold) / float64(time.Millisecond)
+	// 1. Redis, contended, 8 Lockers.
+	if d, b := find(rs, ScenContended, "dlock redis://", 8, ""), find(rs, ScenContended, "bare SET NX PX spin lock, 10 ms retry", 8, ""); d != nil && b != nil {
+		add("1 Redis x8: acq/s >= 1.0x bare spin lock", ratio(d.AcqPerSec, b.AcqPerSec), d.AcqPerSec >= b.AcqPerSec, b.AcqPerSec > 0)
+		lim := 8*holdMs + 5
+		add(fmt.Sprintf("1 Redis x8: wait p99 <= 8 x hold + 5 ms (%.0f ms)", lim), fmt.Sprintf("%.1f ms", d.WaitP99), d.WaitP99 <= lim, true)
+		if d.HandoffP99 != nil {
+			add("1 Redis x8: handoff p99 <= 1 ms", fmt.Sprintf("%.2f ms", *d.HandoffP99), *d.HandoffP99 <= 1, true)
+		}
+		if d.FairMin > 0 {
+			f := float64(d.FairMax) / float64(d.FairMin)
+			add("1 Redis x8: fairness max/min <= 1.5", fmt.Sprintf("%.2f", f), f <= 1.5, true)
+		}
+		if d.RTPerAcq != nil {
+			add("1 Redis x8: client round trips/acq <= 3", fmt.Sprintf("%.1f", *d.RTPerAcq), *d.RTPerAcq <= 3, true)
+		}
+		if d.UsecPerAcq != nil && b.UsecPerAcq != nil {
+			add("1 Redis x8: server µs/acq <= 2x bare", pratio(d.UsecPerAcq, b.UsecPerAcq), *d.UsecPerAcq <= 2**b.UsecPerAcq, true)
+		}
+	}
+	var perN []string
+	var cmds []float64
+	for _, n := range cfg.Lockers {
+		if d := find(rs, ScenContended, "dlock redis://", n, ""); d != nil && d.CmdsPerAcq != nil {
+			perN = append(perN, fmt.Sprintf("%d: %.1f", n, *d.CmdsPerAcq))
+			cmds = append(cmds, *d.CmdsPerAcq)
+		}
+	}
+	if len(cmds) > 1 {
+		// "the same": within 25% of the smallest, to allow for noise.
+		ok := slices.Max(cmds) <= 1.25*slices.Min(cmds)
+		add("1 Redis: server commands/acq the same for 2, 8, 32 Lockers (within 25%)", strings.Join(perN, ", "), ok, true)
+	}
+	// 2. Redlock.
+	if d, b := find(rs, ScenContended, "dlock redlock:// (5 masters)", 8, ""), find(rs, ScenContended, "redsync Redlock (5 masters)", 8, ""); d != nil && b != nil {
+		add("2 Redlock x8: acq/s >= 1.0x redsync Redlock", ratio(d.AcqPerSec, b.AcqPerSec), d.AcqPerSec >= b.AcqPerSec, b.AcqPerSec > 0)
+		if d.CmdsPerAcq != nil && b.CmdsPerAcq != nil {
+			add("2 Redlock x8: server commands/acq <= 2x redsync", pratio(d.CmdsPerAcq, b.CmdsPerAcq), *d.CmdsPerAcq <= 2**b.CmdsPerAcq, true)
+		}
+	}
+	// 3. Uncontended.
+	unc := func(label, dl, peer string, min float64) *Result {
+		d, b := find(rs, ScenUncontended, dl, 0, ""), find(rs, ScenUncontended, peer, 0, "")
+		if d == nil || b == nil {
+			return nil
+		}
+		add(fmt.Sprintf("3 uncontended: %s >= %.2fx %s", label, min, peer), ratio(d.AcqPerSec, b.AcqPerSec), d.AcqPerSec >= min*b.AcqPerSec, b.AcqPerSec > 0)
+		return d
+	}
+	unc("Redis", "dlock redis://", "bare SET NX PX spin lock, 10 ms retry", 0.95)
+	if d := unc("Redlock", "dlock redlock:// (5 masters)", "redsync Redlock (5 masters)", 1.0); d != nil {
+		b := find(rs, ScenUncontended, "redsync Redlock (5 masters)", 0, "")
+		if d.CmdsPerAcq != nil && b.CmdsPerAcq != nil {
+			add("3 uncontended: Redlock server commands <= 1.5x redsync", pratio(d.CmdsPerAcq, b.CmdsPerAcq), *d.CmdsPerAcq <= 1.5**b.CmdsPerAcq, true)
+		}
+	}
+	unc("etcd", "dlock etcd://", "etcd concurrency.Mutex", 1.0)
+	unc("ZooKeeper", "dlock zk://", "go-zookeeper zk.Lock", 1.0)
+	if d, b := find(rs, ScenContended, "dlock etcd://", 8, ""), find(rs, ScenContended, "etcd concurrency.Mutex", 8, ""); d != nil && b != nil {
+		add("3 etcd contended x8: acq/s >= 5x concurrency.Mutex", ratio(d.AcqPerSec, b.AcqPerSec), d.AcqPerSec >= 5*b.AcqPerSec, b.AcqPerSec > 0)
+	}
+	// 4. Many holds.
+	for _, r := range rs {
+		if r.Scenario != ScenManyHolds || r.Held == 0 {
+			continue
+		}
+		ok := r.GoroutinesPerHold <= 0.01 && r.HeapPerHold <= 2048 && r.Lost == 0 && r.Held == r.Holds
+		add(fmt.Sprintf("4 many holds %d, TTL %s, %s: <= 0.01 goroutines, <= 2 KB heap per hold, none lost, all held", r.Holds, r.TTL, r.System),
+			fmt.Sprintf("%d/%d held, %.3f goroutines, %.0f B, %d lost", r.Held, r.Holds, r.GoroutinesPerHold, r.HeapPerHold, r.Lost), ok, true)
+	}
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p("## goals of issue 22 (targets against this run)\n\n| goal | measured | status |\n|---|--:|---|\n")
+	for _, g := range gs {
+		st := "unknown"
+		if g.met != nil {
+			st = map[bool]string{true: "met", false: "**not met**"}[*g.met]
+		}
+		p("| %s | %s | %s |\n", g.what, g.measured, st)
+	}
+	p("\nGoal 4's \"renewal work that does not grow as one round trip per hold\" is read off the renew RT/hold/s column\n")
+	p("(Redis and Redlock); goal 5 is this file.\n")
+}
