@@ -8,6 +8,7 @@ import (
 
 // Event kinds, as reported by workers and recorded by the resource.
 const (
+	EvReady   = "ready"   // the worker opened its Locker and Mutex; no check reads it
 	EvAcquire = "acquire" // the worker's Lock returned; Token and Expires set
 	EvRead    = "read"    // the resource accepted a read; Value is what was read
 	EvWrite   = "write"   // the resource accepted a write of Value

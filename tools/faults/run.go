@@ -100,7 +100,38 @@ func Start(t testing.TB, b Backend, o RunOptions) *Run {
 			r.dumpLogs()
 		}
 	})
+	r.waitReady()
 	return r
+}
+
+// readyTimeout bounds how long a worker may take to start and open its
+// Locker (a loaded machine can take seconds to start a test binary).
+const readyTimeout = time.Minute
+
+// waitReady returns once every worker has opened its Locker. A scenario
+// injects its fault only after that: a worker still starting when a
+// server is killed would fail to open and leave the run one holder short,
+// which is not the fault under test. A worker that exits first, or does
+// not get ready in time, fails the test with its output.
+func (r *Run) waitReady() {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	for i, w := range r.workers {
+		wctx, stop := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-w.done:
+				stop()
+			case <-wctx.Done():
+			}
+		}()
+		_, err := r.Res.WaitFor(wctx, func(e Event) bool { return e.Kind == EvReady && e.Worker == i })
+		stop()
+		if err != nil {
+			r.t.Fatalf("worker %d did not open its Locker: %v", i, err)
+		}
+	}
 }
 
 // HistoryDirVar names a directory where a failed run writes its whole

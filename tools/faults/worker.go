@@ -138,6 +138,7 @@ func runWorker(ctx context.Context, cfg WorkerConfig) error {
 	if err != nil {
 		return err
 	}
+	c.event(Event{Kind: EvReady})
 	for ctx.Err() == nil {
 		if err := m.Lock(ctx); err != nil {
 			if ctx.Err() == nil {
