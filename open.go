@@ -93,6 +93,10 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (Locker, error) {
 	open := registry.m[scheme]
 	registry.RUnlock()
 	if open == nil {
+		if pkg := packageOf(scheme); pkg != "" {
+			return nil, fmt.Errorf("%w: scheme %q is not registered: import _ %q (registered: %s)",
+				ErrInvalidURL, scheme, pkg, strings.Join(Schemes(), ", "))
+		}
 		return nil, fmt.Errorf("%w: unknown scheme %q (registered: %s; a backend registers its scheme when its package is imported)",
 			ErrInvalidURL, scheme, strings.Join(Schemes(), ", "))
 	}
@@ -174,4 +178,34 @@ func portableParams(u *url.URL) ([]Option, error) {
 	q.Del("autorenew")
 	u.RawQuery = q.Encode()
 	return opts, nil
+}
+
+// packageOf names the package of this project that registers scheme, for
+// the error of an Open whose program did not import it; "" for a scheme
+// this project does not ship.
+func packageOf(scheme string) string {
+	const base = "github.com/dlock-go/dlock/backend/"
+	switch scheme {
+	case "mem":
+		return base + "memory"
+	case "file":
+		return base + "file"
+	case "redis", "rediss":
+		return base + "redis"
+	case "redis+cluster", "rediss+cluster":
+		return base + "redis/rediscluster"
+	case "redis+sentinel", "rediss+sentinel":
+		return base + "redis/redissentinel"
+	case "redlock":
+		return base + "redlock"
+	case "etcd":
+		return base + "etcd"
+	case "zk":
+		return base + "zookeeper"
+	case "consul":
+		return base + "consul"
+	case "postgres", "postgresql":
+		return base + "postgres"
+	}
+	return ""
 }

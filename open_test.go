@@ -135,3 +135,23 @@ func TestOpenNamedMemoryStores(t *testing.T) {
 		t.Fatalf("Key() = %q", got)
 	}
 }
+
+// A scheme this project ships, whose package the program did not import,
+// is refused with ErrInvalidURL and an error naming the package to import.
+func TestOpenNamesThePackageToImport(t *testing.T) {
+	ctx := context.Background()
+	for scheme, pkg := range map[string]string{
+		"redis+cluster":  "github.com/dlock-go/dlock/backend/redis/rediscluster",
+		"redis+sentinel": "github.com/dlock-go/dlock/backend/redis/redissentinel",
+		"zk":             "github.com/dlock-go/dlock/backend/zookeeper",
+		"etcd":           "github.com/dlock-go/dlock/backend/etcd",
+	} {
+		_, err := dlock.Open(ctx, scheme+"://127.0.0.1:1")
+		if !errors.Is(err, dlock.ErrInvalidURL) || !strings.Contains(err.Error(), `import _ "`+pkg+`"`) {
+			t.Errorf("Open(%s://) = %v, want ErrInvalidURL naming %s", scheme, err, pkg)
+		}
+	}
+	if _, err := dlock.Open(ctx, "nosuch://x"); !errors.Is(err, dlock.ErrInvalidURL) || !strings.Contains(err.Error(), "unknown scheme") {
+		t.Errorf("Open(nosuch://) = %v, want ErrInvalidURL, unknown scheme", err)
+	}
+}
