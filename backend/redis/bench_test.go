@@ -60,7 +60,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 			})
 			b.Run("paired", func(b *testing.B) {
 				u, _ := url.Parse(raw)
-				d, err := openDriver(ctx, u)
+				d, err := openDriver(ctx, u, newClient)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -55,7 +55,7 @@ func TestClusterSlots(t *testing.T) {
 		t.Fatalf("64 keys landed on %d of %d masters", len(used), masters.Load())
 	}
 	u, _ := url.Parse(raw)
-	d, err := openDriver(ctx, u)
+	d, err := openDriver(ctx, u, newClient)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func openLocker(ctx context.Context, raw string, opts ...dlock.Option) (dlock.Lo
 	if err != nil {
 		return nil, err
 	}
-	d, err := openDriver(ctx, u)
+	d, err := openDriver(ctx, u, newClient)
 	if err != nil {
 		return nil, err
 	}
@@ -105,8 +105,8 @@ func harness(t testing.TB, endpoint string) conformance.Harness {
 	raw := withParams(t, endpoint, "prefix", testPrefix)
 	admin := adminClient(t, raw)
 	scheme := "redis://"
-	if u, _ := url.Parse(endpoint); u != nil && u.Scheme == SchemeCluster {
-		scheme = SchemeCluster + "://"
+	if u, _ := url.Parse(endpoint); u != nil && u.Scheme == "redis+cluster" {
+		scheme = "redis+cluster://"
 	}
 	return conformance.Harness{
 		NewLocker: func(ctx context.Context, opts ...dlock.Option) (dlock.Locker, error) {

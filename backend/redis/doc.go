@@ -1,8 +1,10 @@
 // Package redis is dlock's backend for one Redis deployment: a standalone
 // server, a primary with replicas behind Sentinel, or a Redis Cluster. It
-// registers the URL schemes redis, rediss, redis+cluster, rediss+cluster,
-// redis+sentinel and rediss+sentinel with dlock.Open, and New takes a
-// go-redis v9 client the program already has.
+// registers the URL schemes redis and rediss with dlock.Open; packages
+// rediscluster (redis+cluster, rediss+cluster) and redissentinel
+// (redis+sentinel, rediss+sentinel) register the others, so that a program
+// links go-redis's Cluster and failover clients only when it imports them.
+// New takes a go-redis v9 client the program already has, of any kind.
 //
 // # How a lock works
 //
@@ -79,8 +81,8 @@
 //
 //	redis://[user:password@]host[:6379][/db][?params]
 //	rediss://...                                   (TLS)
-//	redis+cluster://[user:password@]h1:7000,h2:7001,h3:7002[?params]
-//	redis+sentinel://[user:password@]s1:26379,s2:26379[/db]?master_name=NAME[&params]
+//	redis+cluster://[user:password@]h1:7000,h2:7001,h3:7002[?params]          (package rediscluster)
+//	redis+sentinel://[user:password@]s1:26379,s2:26379[/db]?master_name=NAME[&params]  (package redissentinel)
 //
 // Parameters of this backend:
 //

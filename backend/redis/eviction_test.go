@@ -122,7 +122,7 @@ func TestEvictionPolicyRecheckedPeriodically(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := openDriver(ctx, u)
+	d, err := openDriver(ctx, u, newClient)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,24 +36,6 @@ func Example_open() {
 	fmt.Println("holding with token", m.Token())
 }
 
-// A Redis Cluster: list the seed nodes. Locks spread over the masters by key.
-func Example_cluster() {
-	ctx := context.Background()
-	locker, err := dlock.Open(ctx, "redis+cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer locker.Close()
-	m, _ := locker.NewMutex("reports/daily")
-	err = dlock.Do(ctx, m, func(ctx context.Context) error {
-		// ctx is cancelled if the lock is lost.
-		return nil
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-}
-
 // New takes a go-redis client the program already has. The client stays
 // the program's: closing the Locker does not close it.
 func ExampleNew() {

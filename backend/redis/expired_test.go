@@ -20,12 +20,12 @@ func TestExpiredHolderCannotTouchSuccessor(t *testing.T) {
 		u, _ := url.Parse(raw)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		d1, err := openDriver(ctx, u)
+		d1, err := openDriver(ctx, u, newClient)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer d1.Close()
-		d2, err := openDriver(ctx, u)
+		d2, err := openDriver(ctx, u, newClient)
 		if err != nil {
 			t.Fatal(err)
 		}

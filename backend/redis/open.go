@@ -4,47 +4,49 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend/redis/internal/redisclient"
 	"github.com/dlock-go/dlock/driver"
 )
 
-// The URL schemes this package registers.
+// The URL schemes this package registers. A Cluster (redis+cluster://)
+// and Sentinel (redis+sentinel://) have packages of their own,
+// rediscluster and redissentinel, so that a program that uses neither does
+// not link go-redis's clients for them.
 const (
-	Scheme              = "redis"          // one server: redis://host:6379/0
-	SchemeTLS           = "rediss"         // the same over TLS
-	SchemeCluster       = "redis+cluster"  // a Cluster: redis+cluster://h1:7000,h2:7001
-	SchemeClusterTLS    = "rediss+cluster" // the same over TLS
-	SchemeSentinel      = "redis+sentinel" // Sentinel: redis+sentinel://s1:26379,s2:26379/0?master_name=mymaster
-	SchemeSentinelTLS   = "rediss+sentinel"
-	defaultPort         = "6379"
-	defaultSentinelPort = "26379"
+	Scheme    = "redis"  // one server: redis://host:6379/0
+	SchemeTLS = "rediss" // the same over TLS
 )
 
 func init() {
-	for _, s := range []string{Scheme, SchemeTLS, SchemeCluster, SchemeClusterTLS, SchemeSentinel, SchemeSentinelTLS} {
-		dlock.Register(s, open)
-	}
+	open := Opener(redisclient.Standalone)
+	dlock.Register(Scheme, open)
+	dlock.Register(SchemeTLS, open)
 }
 
-// The backend's own URL parameters; every other parameter goes to go-redis
-// (dial_timeout, read_timeout, pool_size, client_name, protocol, ...), which
-// rejects the ones it does not know.
-var ownParams = []string{"prefix", "wait_replicas", "wait_timeout", "allow_eviction"}
-
-func open(ctx context.Context, u *url.URL) (driver.Locker, error) {
-	d, err := openDriver(ctx, u)
-	if err != nil {
-		return nil, err
+// Opener returns a URL opener for dlock.Register. It takes this backend's
+// own parameters (prefix, wait_replicas, wait_timeout, allow_eviction) out
+// of the URL, builds the go-redis client from the rest with newClient and
+// checks the server(s) as New does; the Locker closes the client when it
+// closes. Packages rediscluster and redissentinel register their schemes
+// with it; a program may register a scheme of its own for a client it
+// builds in its own way (a custom dialer, a TLS configuration), with
+// dlock's portable parameters (ttl, ...) still handled by dlock.Open.
+func Opener(newClient func(*url.URL) (goredis.UniversalClient, error)) dlock.OpenFunc {
+	return func(ctx context.Context, u *url.URL) (driver.Locker, error) {
+		d, err := openDriver(ctx, u, newClient)
+		if err != nil {
+			return nil, err
+		}
+		return d, nil
 	}
-	return d, nil
 }
 
 // openDriver connects to the server(s) u names with a client of its own.
-func openDriver(ctx context.Context, u *url.URL) (*redisDriver, error) {
+func openDriver(ctx context.Context, u *url.URL, newClient func(*url.URL) (goredis.UniversalClient, error)) (*redisDriver, error) {
 	cfg, rest, err := parseOwnParams(u)
 	if err != nil {
 		return nil, err
@@ -66,7 +68,7 @@ func openDriver(ctx context.Context, u *url.URL) (*redisDriver, error) {
 func parseOwnParams(u *url.URL) (Config, *url.URL, error) {
 	q := u.Query()
 	mine := url.Values{}
-	for _, name := range ownParams {
+	for _, name := range redisclient.OwnParams() {
 		if vs, ok := q[name]; ok {
 			mine[name] = vs
 			q.Del(name)
@@ -101,69 +103,4 @@ func parseOwnParams(u *url.URL) (Config, *url.URL, error) {
 	rest := *u
 	rest.RawQuery = q.Encode()
 	return o, &rest, nil
-}
-
-// newClient builds the go-redis client a URL describes. Clients made here
-// honour the caller's context (ContextTimeoutEnabled).
-func newClient(u *url.URL) (goredis.UniversalClient, error) {
-	scheme := strings.ToLower(u.Scheme)
-	base, kind, _ := strings.Cut(scheme, "+")
-	if u.Opaque != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("%w: %s: want %s://host:port[/db][?params]", driver.ErrInvalidURL, u.Redacted(), scheme)
-	}
-	port := defaultPort
-	if kind == "sentinel" {
-		port = defaultSentinelPort
-	}
-	hosts, err := driver.Hosts(u, port)
-	if err != nil {
-		return nil, err
-	}
-	// go-redis takes one host in the URL and the others as addr=.
-	q := u.Query()
-	if _, ok := q["addr"]; ok {
-		return nil, fmt.Errorf("%w: list hosts in the URL (h1:p1,h2:p2), not as addr=", driver.ErrInvalidURL)
-	}
-	for _, h := range hosts[1:] {
-		q.Add("addr", h)
-	}
-	gu := url.URL{Scheme: base, User: u.User, Host: hosts[0], Path: u.Path, RawQuery: q.Encode()}
-	invalid := func(err error) error {
-		return fmt.Errorf("%w: %s: %v (known parameters: %s, %s, and go-redis's own, such as dial_timeout, read_timeout, pool_size)",
-			driver.ErrInvalidURL, u.Redacted(), err, strings.Join(driver.PortableParams, ", "), strings.Join(ownParams, ", "))
-	}
-	switch kind {
-	case "":
-		if len(hosts) != 1 {
-			return nil, fmt.Errorf("%w: %s:// takes one host; use %s:// for a Cluster", driver.ErrInvalidURL, scheme, base+"+cluster")
-		}
-		o, err := goredis.ParseURL(gu.String())
-		if err != nil {
-			return nil, invalid(err)
-		}
-		o.ContextTimeoutEnabled = true
-		return goredis.NewClient(o), nil
-	case "cluster":
-		if u.Path != "" && u.Path != "/" {
-			return nil, fmt.Errorf("%w: a Cluster has no database: path %q", driver.ErrInvalidURL, u.Path)
-		}
-		gu.Path = ""
-		o, err := goredis.ParseClusterURL(gu.String())
-		if err != nil {
-			return nil, invalid(err)
-		}
-		o.ContextTimeoutEnabled = true
-		return goredis.NewClusterClient(o), nil
-	case "sentinel":
-		o, err := goredis.ParseFailoverURL(gu.String())
-		if err != nil {
-			return nil, invalid(err)
-		}
-		if o.MasterName == "" {
-			return nil, fmt.Errorf("%w: %s:// needs master_name=", driver.ErrInvalidURL, scheme)
-		}
-		o.ContextTimeoutEnabled = true
-		return goredis.NewFailoverClient(o), nil
-	}
-	return nil, fmt.Errorf("%w: unknown scheme %q", driver.ErrInvalidURL, scheme)
 }

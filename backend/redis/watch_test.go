@@ -39,7 +39,7 @@ func newWatchEnv(t *testing.T, endpoint string) *watchEnv {
 		u, _ := url.Parse(raw)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		d, err := openDriver(ctx, u)
+		d, err := openDriver(ctx, u, newClient)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,8 @@ import (
 	_ "github.com/dlock-go/dlock/backend/etcd"
 	_ "github.com/dlock-go/dlock/backend/postgres"
 	_ "github.com/dlock-go/dlock/backend/redis"
+	_ "github.com/dlock-go/dlock/backend/redis/rediscluster"
+	_ "github.com/dlock-go/dlock/backend/redis/redissentinel"
 	_ "github.com/dlock-go/dlock/backend/redlock"
 	_ "github.com/dlock-go/dlock/backend/zookeeper"
 	"github.com/dlock-go/dlock/internal/testenv"
