@@ -144,9 +144,17 @@ func (d *drv) Release(ctx context.Context, dh driver.Hold) (err error) {
 // deleteEntry deletes h's entry if its create revision is still h's. The
 // guard makes it safe to send again, so it is retried across a leader
 // election. It reports whether the entry was still there.
+//
+// An attempt not answered within its bound may still have been applied: a
+// later attempt then finds the entry gone by that attempt's own hand. So
+// when a retried delete finds the entry gone while h's lease is known to be
+// alive (it cannot have expired, and nothing but a Break at the same moment
+// deletes a live lease's entry), the entry counts as deleted by this call.
 func (d *drv) deleteEntry(ctx context.Context, h *hold) (bool, error) {
 	var resp *clientv3.TxnResponse
+	attempts := 0
 	err := retry(ctx, func(ctx context.Context) (err error) {
+		attempts++
 		resp, err = d.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(h.key), "=", h.rev)).
 			Then(clientv3.OpDelete(h.key)).
@@ -156,7 +164,18 @@ func (d *drv) deleteEntry(ctx context.Context, h *hold) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if !resp.Succeeded && attempts > 1 && h.leaseAlive() {
+		return true, nil
+	}
 	return resp.Succeeded, nil
+}
+
+// leaseAlive reports whether h's lease cannot have expired yet: the server
+// expires it no sooner than its TTL after the send time of the grant or of
+// the last confirmed keepalive.
+func (h *hold) leaseAlive() bool {
+	since, ttl := h.lease.state()
+	return !since.IsZero() && time.Now().Before(since.Add(ttl))
 }
 
 // Renew keeps h's lease alive once and checks that h's entry still exists.
