@@ -63,6 +63,7 @@ type MultiMutex struct {
 // multiHold is one hold of the whole set and the goroutine that watches its
 // keys' Done channels.
 type multiHold struct {
+	keys   []keyHold     // each key's hold, in Keys order
 	done   chan struct{} // closed when the set's hold ends
 	stop   chan struct{} // closed by Unlock: the watcher exits
 	exited chan struct{} // closed when the watcher has exited
@@ -187,6 +188,9 @@ func (mm *MultiMutex) acquire(ctx context.Context, op string, take func(Mutex, c
 		}
 	}
 	h := &multiHold{done: make(chan struct{}), stop: make(chan struct{}), exited: make(chan struct{})}
+	for _, m := range mm.ms {
+		h.keys = append(h.keys, keyHoldOf(m))
+	}
 	mm.mu.Lock()
 	mm.h, mm.lastErr = h, nil
 	mm.mu.Unlock()
@@ -219,24 +223,42 @@ func (mm *MultiMutex) watch(h *multiHold) {
 	defer close(h.exited)
 	cases := make([]reflect.SelectCase, 0, len(mm.ms)+1)
 	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(h.stop)})
-	for _, m := range mm.ms {
-		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(m.Done())})
+	for _, k := range h.keys {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(k.done)})
 	}
 	i, _, _ := reflect.Select(cases)
 	if i == 0 {
 		return
 	}
-	mm.lose(h, mm.ms[i-1])
+	mm.lose(h, h.keys[i-1])
 	mm.releaseFirst(context.Background(), len(mm.ms))
 }
 
-// lose ends the set's hold because m's ended.
-func (mm *MultiMutex) lose(h *multiHold, m Mutex) {
-	cause := m.Err()
+// lose ends the set's hold because k's ended.
+func (mm *MultiMutex) lose(h *multiHold, k keyHold) {
+	cause := k.cause()
 	if cause == nil {
 		cause = ErrLockLost
 	}
-	h.end(fmt.Errorf("key %q: %w", m.Key(), cause))
+	h.end(fmt.Errorf("key %q: %w", k.m.Key(), cause))
+}
+
+// keyHold is one key's hold within a set: its Done channel and why it
+// ended, read from the hold itself (the Mutex's Err can lag its Done while
+// the release is in flight).
+type keyHold struct {
+	m     Mutex
+	done  <-chan struct{}
+	cause func() error
+}
+
+func keyHoldOf(m Mutex) keyHold {
+	if pm, ok := m.(*mutex); ok {
+		if h := pm.current(); h != nil {
+			return keyHold{m: m, done: h.done, cause: h.endCause}
+		}
+	}
+	return keyHold{m: m, done: m.Done(), cause: m.Err}
 }
 
 func (h *multiHold) end(cause error) {
@@ -268,9 +290,10 @@ func (mm *MultiMutex) checkKeys(h *multiHold) (ended bool) {
 	if h.isEnded() {
 		return true
 	}
-	for _, m := range mm.ms {
-		if isDone(m.Done()) {
-			mm.lose(h, m)
+	for _, k := range h.keys {
+		k.m.Done() // reads the clock: a window that ran out ends the hold
+		if isDone(k.done) {
+			mm.lose(h, k)
 			return true
 		}
 	}

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
 
 	"github.com/dlock-go/dlock/driver"
@@ -34,11 +32,13 @@ const MaxPermits = 1024
 // crashes gives its slot back when its lease runs out.
 //
 // Acquire tries the slots once each, from a random one on, and when all
-// are taken waits on the backend's notifications for every slot
-// (driver.Watch: pub/sub on Redis, watches on etcd and ZooKeeper, blocking
-// queries on Consul, LISTEN on PostgreSQL) and on a timer at the earliest
-// remaining lease (an expiry publishes nothing), then tries again: waiters
-// are notified, never polled on a fixed interval.
+// are taken waits for every slot at once, each with Mutex.Lock: on the
+// backend's notifications (pub/sub on Redis, a queue entry watched on etcd
+// and ZooKeeper, blocking queries on Consul, LISTEN on PostgreSQL) and on
+// a timer at the holder's remaining lease (an expiry publishes nothing).
+// The first slot granted is kept, the other waits are called off, and a
+// slot granted meanwhile is given back: waiters are notified, never polled
+// on a fixed interval.
 //
 // This is Redisson's expirable-permit semaphore (each permit an entry
 // with its own expiry, here a lease with its own token) laid out as
@@ -69,20 +69,21 @@ const MaxPermits = 1024
 // # Cost
 //
 // An Acquire with a slot free costs one acquisition per slot tried (one
-// round trip on Redis, see Mutex for the others) plus N inspections, one
-// round trip each, for the check; when every slot is taken, N
-// acquisitions, N watches set up once per wait, and N acquisitions per
-// wake. Release is one release. The watchdog renews the permit (one
+// round trip on Redis, see MultiMutex for the others) plus N inspections,
+// one round trip each, for the check; when every slot is taken, N
+// attempts, then N Locks at once (N waits on the server: N subscriptions
+// on Redis, N queue entries on etcd and ZooKeeper, N blocking queries on
+// Consul, and N goroutines in the process), called off when one is granted.
+// Release is one release. The watchdog renews the permit (one
 // renewal every TTL/3). Keep N small (at most MaxPermits).
 //
 // A Semaphore's methods are safe for concurrent use; it holds at most one
 // permit (Acquire while holding returns ErrAlreadyHeld). Make one
 // Semaphore per permit a process wants to hold.
 type Semaphore struct {
-	l     *locker
+	l     Locker
 	key   string
 	n     int
-	ttl   time.Duration
 	slots []Mutex
 
 	sem chan struct{} // serialises Acquire, TryAcquire and Release
@@ -117,9 +118,8 @@ func permitsOf(meta string) (int, bool) {
 // [1, MaxPermits] is an ErrInvalidOption error; an empty or over-long key
 // an ErrInvalidKey error.
 func NewSemaphore(l Locker, key string, permits int, opts ...Option) (*Semaphore, error) {
-	pl, ok := l.(*locker)
-	if !ok {
-		return nil, fmt.Errorf("dlock: NewSemaphore needs a Locker from Open, NewLocker or a backend's constructor: %w", errors.ErrUnsupported)
+	if l == nil {
+		return nil, errors.New("dlock: NewSemaphore with a nil Locker")
 	}
 	if permits < 1 || permits > MaxPermits {
 		return nil, fmt.Errorf("%w: a semaphore needs from 1 to %d permits, got %d", ErrInvalidOption, MaxPermits, permits)
@@ -130,11 +130,19 @@ func NewSemaphore(l Locker, key string, permits int, opts ...Option) (*Semaphore
 	if err := checkKey(permitKey(key, permits)); err != nil {
 		return nil, fmt.Errorf("%w: key too long for its permit keys", ErrInvalidKey)
 	}
-	o := pl.defaults
+	// The owner description the permits would have had: the Locker's
+	// default (when l is the portable Locker itself) or the options'.
+	o := defaultOptions()
+	if pl, ok := l.(*locker); ok {
+		o = pl.defaults
+	}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if err := o.validate(pl.lim); err != nil {
+	if !o.metaSet && o.meta == "" {
+		o.meta = defaultOwner()
+	}
+	if err := validOwner(o.meta); err != nil {
 		return nil, err
 	}
 	meta := permitTag(permits) + o.meta
@@ -145,7 +153,7 @@ func NewSemaphore(l Locker, key string, permits int, opts ...Option) (*Semaphore
 		}
 	}
 	mopts := append(append([]Option(nil), opts...), WithOwner(meta))
-	s := &Semaphore{l: pl, key: key, n: permits, ttl: o.ttl, sem: make(chan struct{}, 1), cur: -1, last: -1}
+	s := &Semaphore{l: l, key: key, n: permits, sem: make(chan struct{}, 1), cur: -1, last: -1}
 	for i := 0; i < permits; i++ {
 		m, err := l.NewMutex(permitKey(key, i), mopts...)
 		if err != nil {
@@ -242,88 +250,71 @@ func (s *Semaphore) acquire(ctx context.Context, op string, wait bool) error {
 	if err := s.settle(ctx); err != nil {
 		return s.errorf(op, err)
 	}
-	var (
-		watches  []driver.Watch
-		timer    *time.Timer
-		answered bool
-	)
-	closeWatches := func() {
-		for _, w := range watches {
-			_ = w.Close()
-		}
-		watches = nil
+	err := s.tryAll(ctx)
+	if err != nil && wait && errors.Is(err, ErrNotAcquired) && ctx.Err() == nil {
+		err = s.waitAny(ctx)
 	}
-	defer func() {
-		closeWatches()
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	if err != nil {
+		return s.errorf(op, err)
+	}
+	return nil
+}
+
+// tryAll tries each slot once, from a random one on, and keeps the first
+// it gets (after the check).
+func (s *Semaphore) tryAll(ctx context.Context) error {
 	start := rand.IntN(s.n)
-	for {
-		wake := s.ttl
-		for j := 0; j < s.n; j++ {
-			i := (start + j) % s.n
-			err := s.slots[i].TryLock(ctx)
-			if err == nil {
-				if err := s.check(ctx, i); err != nil {
-					return s.errorf(op, err)
-				}
-				return nil
-			}
-			if !errors.Is(err, ErrNotAcquired) {
-				if answered && ctx.Err() != nil {
-					return s.errorf(op, fmt.Errorf("%w: %w", ErrNotAcquired, ctx.Err()))
-				}
-				return s.errorf(op, err)
-			}
-			answered = true
-			var he *driver.HeldError
-			if errors.As(err, &he) && he.Remaining > 0 {
-				wake = min(wake, he.Remaining+time.Millisecond)
-			}
+	for j := 0; j < s.n; j++ {
+		i := (start + j) % s.n
+		err := s.slots[i].TryLock(ctx)
+		if err == nil {
+			return s.check(ctx, i)
 		}
-		if !wait {
-			return s.errorf(op, fmt.Errorf("%w: all %d permits are held", ErrNotAcquired, s.n))
-		}
-		if watches == nil {
-			// Watch every slot, then try again: no release can be missed.
-			for i := 0; i < s.n; i++ {
-				w, err := s.l.drv.Watch(ctx, permitKey(s.key, i))
-				if err != nil {
-					closeWatches()
-					return s.errorf(op, classify(ctx, err, answered))
-				}
-				watches = append(watches, w)
-			}
-			continue
-		}
-		if timer == nil {
-			timer = time.NewTimer(wake)
-		} else {
-			timer.Reset(wake)
-		}
-		cases := make([]reflect.SelectCase, 0, len(watches)+3)
-		for _, w := range watches {
-			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w.Changed())})
-		}
-		cases = append(cases,
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)},
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.l.closed)})
-		chosen, _, ok := reflect.Select(cases)
-		switch n := len(watches); {
-		case chosen < n:
-			if !ok { // a watch broke: set them up again
-				closeWatches()
-			}
-		case chosen == n: // a holder's lease ran out
-		case chosen == n+1:
-			return s.errorf(op, classify(ctx, ctx.Err(), answered))
-		default:
-			return s.errorf(op, ErrClosed)
+		if !errors.Is(err, ErrNotAcquired) {
+			return err
 		}
 	}
+	return fmt.Errorf("%w: all %d permits are held", ErrNotAcquired, s.n)
+}
+
+// waitAny waits for every slot at once, each with Mutex.Lock (so on the
+// backend's notifications, and on queue backends in the server's queue),
+// keeps the first slot granted and gives back any other granted before the
+// rest were called off.
+func (s *Semaphore) waitAny(ctx context.Context) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		i   int
+		err error
+	}
+	results := make(chan result, s.n)
+	for i, m := range s.slots {
+		go func() { results <- result{i, m.Lock(wctx)} }()
+	}
+	won := -1
+	var failed error
+	for range s.slots {
+		r := <-results
+		switch {
+		case r.err == nil && won < 0 && failed == nil:
+			won = r.i
+			cancel()
+		case r.err == nil: // granted too late: give it back
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), closeReleaseTimeout)
+			_ = s.slots[r.i].Unlock(rctx)
+			rcancel()
+		case won >= 0 || failed != nil:
+			// called off
+		default:
+			failed = r.err
+			cancel()
+		}
+	}
+	if won < 0 {
+		return failed
+	}
+	return s.check(ctx, won)
 }
 
 // check looks for clients that disagree on N, after taking slot i (see
