@@ -40,14 +40,18 @@ const MaxPermits = 1024
 // slot granted meanwhile is given back: waiters are notified, never polled
 // on a fixed interval.
 //
-// This is Redisson's expirable-permit semaphore (each permit an entry
-// with its own expiry, here a lease with its own token) laid out as
-// fixed slots, so that a permit is a plain lock on every store and the
-// bound needs no counter kept consistent with the holders; Consul's
-// semaphore (a holders list under one lock key, with the limit stored
-// in it) and Curator's InterProcessSemaphoreV2 (a lock guarding a set of
-// lease nodes, where the count is each client's own) were studied for the
-// disagreement check below.
+// Ideas taken: from Redisson's RPermitExpirableSemaphore, that each
+// permit is an entry of its own with its own expiry, released only by its
+// holder (here a lease on a slot key, with its own fencing token; Redisson
+// keeps the count on the server, set once by trySetPermits). From Consul's
+// semaphore, that the limit is recorded with the holders and a client
+// whose limit differs is refused (Consul keeps it in one lock key updated
+// by check-and-set, on which every acquire serialises; the driver contract
+// has no such record, so here every permit's owner description carries
+// it). Curator's InterProcessSemaphoreV2 (a mutex guarding the creation of
+// lease nodes and a count of them, N each client's own unless a shared
+// count node is used) shows the failure the check guards against: clients
+// with different N mixing silently.
 //
 // # Clients that disagree on N
 //
