@@ -62,13 +62,14 @@ const MaxPermits = 1024
 // if that next slot is held (a client with a larger N is at work). Because
 // each client first takes its slot and then reads the others, of two
 // clients that hold at the same time, at least the one that reads second
-// sees the other, whenever each reads the other's slot. The window left:
-// a client with a larger N holding only slots at or beyond the smaller N
-// + 1 (all lower slots were taken when it acquired, and it checked before
-// the smaller clients came) is not seen by the smaller clients, which then
-// may together with it exceed the smaller N until it releases. Use one N
-// per key, as Curator requires; the check catches a deployment that mixes
-// them as soon as their permits meet in the slots both read.
+// sees the other, whenever each reads the other's slot and Inspect sees
+// every write completed before it. The window left: a client with a
+// larger N holding only slots numbered above the smaller N (all lower
+// slots were taken when it acquired, and it checked before the smaller
+// clients came) is not seen by the smaller clients, which then may
+// together with it exceed the smaller N until it releases. Use one N per
+// key; the check catches a deployment that mixes them as soon as their
+// permits meet in the slots both read.
 //
 // # Cost
 //
