@@ -63,6 +63,14 @@
 // Backends register a URL scheme (Register, Open), as database/sql drivers
 // do; each also has a constructor taking a client the program already has.
 //
+// # Multi-key locks and semaphores
+//
+// MultiMutex locks a set of keys all or nothing, in sorted order (so sets
+// that overlap never deadlock), with a token per key and one Done for the
+// set. Semaphore holds one of N permits, each a lease on a permit slot key
+// with its own token and Done. Both are built here from Mutexes, so they
+// work on every backend; package conformance checks them on each.
+//
 // # Errors
 //
 // Errors are matched with errors.Is against the sentinels ErrNotAcquired,

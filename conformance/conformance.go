@@ -25,8 +25,11 @@
 // Fencing, Expiry, Renew, AutoRenew, Context, Handoff, Keys, Misuse, Close,
 // Unavailable, BrokenLease, ManyKeys, and the portable contract's: OpenErrors, PanicInDo,
 // CloseRace, LockTimeoutClass, UnlockAfterTakeover, LocksAfterLoss,
-// HoldCause, PausedHold, and operating locks': Inspect, InspectQueue,
-// InspectExpiry, Break, InspectErrors. RunBenchmarks measures the same
+// HoldCause, PausedHold, operating locks': Inspect, InspectQueue,
+// InspectExpiry, Break, InspectErrors, multi-key locks': MultiLock,
+// MultiPartial, MultiOverlap, MultiLoss, MultiClose, and semaphores':
+// Semaphore, SemaphoreBound, SemaphoreExpiry, SemaphoreMismatch,
+// SemaphoreClose. RunBenchmarks measures the same
 // backend: uncontended Lock+Unlock, parallel distinct keys, and contended
 // handoff.
 package conformance
@@ -173,6 +176,18 @@ func Run(t *testing.T, h Harness) {
 		// Stops the whole process for a moment: runs alone, before the
 		// parallel cases.
 		{"PausedHold", false, s.pausedHold},
+		// Multi-key locks and semaphores (multi.go, semaphore.go): serial,
+		// since they open and close Lockers.
+		{"MultiLock", false, s.multiLock},
+		{"MultiPartial", false, s.multiPartial},
+		{"MultiOverlap", false, s.multiOverlap},
+		{"MultiLoss", false, s.multiLoss},
+		{"MultiClose", false, s.multiClose},
+		{"Semaphore", false, s.semaphore},
+		{"SemaphoreBound", false, s.semaphoreBound},
+		{"SemaphoreExpiry", false, s.semaphoreExpiry},
+		{"SemaphoreMismatch", false, s.semaphoreMismatch},
+		{"SemaphoreClose", false, s.semaphoreClose},
 	}
 	for _, c := range cases {
 		if c.name == "Unavailable" && h.InProcess {

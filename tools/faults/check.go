@@ -21,6 +21,7 @@ func (c Check) OK() bool { return c.Violations == 0 }
 type History struct {
 	Events []Event
 	Final  int64
+	Finals map[string]int64 // each permit's counter, in a semaphore run
 	Healed []int64
 }
 

@@ -84,3 +84,48 @@ func TestCheckersSeeViolations(t *testing.T) {
 		t.Error("liveness passed with no acquisition after the heal")
 	}
 }
+
+// CheckPermits counts holders inside their validity windows: two of two
+// permits pass, a third holder inside both windows is a violation, a
+// holder whose window ended before the next began (a paused holder) is
+// not; PermitChecks judges each permit's own tokens.
+func TestCheckPermits(t *testing.T) {
+	two := History{Events: []Event{
+		{Worker: 1, Kind: EvAcquire, Key: "p0", Token: 1, Mono: 0, Expires: 100 * ms},
+		{Worker: 2, Kind: EvAcquire, Key: "p1", Token: 1, Mono: 1 * ms, Expires: 101 * ms},
+		{Worker: 1, Kind: EvRelease, Key: "p0", Token: 1, Mono: 50 * ms},
+		{Worker: 3, Kind: EvAcquire, Key: "p0", Token: 2, Mono: 50 * ms, Expires: 150 * ms},
+		{Worker: 2, Kind: EvRelease, Key: "p1", Token: 1, Mono: 60 * ms},
+		{Worker: 3, Kind: EvRelease, Key: "p0", Token: 2, Mono: 70 * ms},
+	}}
+	if c := CheckPermits(two, 2); !c.OK() {
+		t.Errorf("two holders of two permits: %s", c.Detail)
+	}
+	if c := CheckPermits(two, 1); c.OK() {
+		t.Errorf("two holders at once of one permit: not seen (%s)", c.Detail)
+	}
+	three := two
+	three.Events = append(append([]Event(nil), two.Events...),
+		Event{Worker: 4, Kind: EvAcquire, Key: "p2", Token: 1, Mono: 10 * ms, Expires: 110 * ms},
+		Event{Worker: 4, Kind: EvRelease, Key: "p2", Token: 1, Mono: 20 * ms})
+	if c := CheckPermits(three, 2); c.OK() {
+		t.Errorf("three holders at once of two permits: not seen (%s)", c.Detail)
+	}
+	paused := History{Events: []Event{
+		{Worker: 1, Kind: EvAcquire, Key: "p0", Token: 1, Mono: 0, Expires: 100 * ms},
+		{Worker: 2, Kind: EvAcquire, Key: "p1", Token: 1, Mono: 1 * ms, Expires: 300 * ms},
+		{Worker: 3, Kind: EvAcquire, Key: "p0", Token: 2, Mono: 150 * ms, Expires: 250 * ms},
+		{Worker: 3, Kind: EvWrite, Key: "p0", Token: 2, Mono: 160 * ms, Value: 1},
+		{Worker: 1, Kind: EvWrite, Key: "p0", Token: 1, Mono: 200 * ms, Value: 1},
+		{Worker: 1, Kind: EvLost, Key: "p0", Token: 1, Mono: 201 * ms},
+	}}
+	if c := CheckPermits(paused, 2); !c.OK() {
+		t.Errorf("a paused holder past its window beside two holders: %s", c.Detail)
+	}
+	if c := PermitChecks(paused, CheckStaleTokens); c.OK() || c.Name != "permit-stale-token" {
+		t.Errorf("a stale write on a permit: %s %+v; want permit-stale-token violated", c.Name, c)
+	}
+	if c := PermitChecks(paused, CheckMonotoneTokens); !c.OK() {
+		t.Errorf("tokens per permit: %s (each permit's own increase)", c.Detail)
+	}
+}

@@ -24,6 +24,11 @@
 //     validity deadline;
 //   - liveness: after a fault heals, some worker acquires within a bound.
 //
+// In a semaphore run (RunOptions.Permits, check_permits.go) workers hold
+// permits of one semaphore, each permit with its own key, tokens and
+// counter: permits checks that no more than N holders' intervals overlap,
+// and the checks above run on each permit's own history.
+//
 // Network faults go through toxiproxy proxies on loopback (proxy.go): a
 // worker's links to the servers can be cut (data held, connections left
 // open, as in a partition) or slowed. Between the members of an etcd or

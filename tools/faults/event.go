@@ -22,6 +22,7 @@ const (
 type Event struct {
 	Worker  int    `json:"w"`
 	Kind    string `json:"k"`
+	Key     string `json:"s,omitempty"` // the permit's key, in a semaphore run
 	Token   uint64 `json:"t,omitempty"`
 	Mono    int64  `json:"m"`           // CLOCK_MONOTONIC, ns
 	Expires int64  `json:"x,omitempty"` // validity deadline, CLOCK_MONOTONIC ns

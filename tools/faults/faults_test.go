@@ -92,6 +92,7 @@ func TestFaults(t *testing.T) {
 			}
 			slowLinks(t, b)
 		})
+		t.Run("14-semaphore-paused/"+name, func(t *testing.T) { semaphorePaused(t, mk(t)) })
 	}
 	t.Run("6-redis-restart", func(t *testing.T) { redisRestart(t, redisB(t)) })
 	t.Run("6c-restart/postgres", func(t *testing.T) { postgresRestart(t, postgresB(t)) })
@@ -105,6 +106,7 @@ func TestFaults(t *testing.T) {
 		snapshotRollback(t, redlockB(t), "7d Redlock: every master restarted from an older snapshot during a hold",
 			[]string{"redlock-1", "redlock-2", "redlock-3", "redlock-4", "redlock-5"}, 15)
 	})
+	t.Run("14-semaphore-paused/etcd3", func(t *testing.T) { semaphorePaused(t, etcd3B(t)) })
 	t.Run("8-leader/etcd3", func(t *testing.T) { leaderFaults(t, etcd3B(t)) })
 	t.Run("8-leader/zookeeper3", func(t *testing.T) { leaderFaults(t, zk3B(t)) })
 	t.Run("8-leader-isolated/etcd3", func(t *testing.T) { leaderIsolated(t, etcd3B(t)) })

@@ -97,6 +97,15 @@ const reportNotes = `
   a read after it, which a cut-off follower does not answer; with local
   reads the cell failed, Done closing about 4 s after the next Lock
   returned.
+- **14** runs four workers on a semaphore of two permits (dlock.Semaphore):
+  each worker holds one permit and increments that permit's own counter,
+  fenced on the permit's key. Worker 0 stops itself after a read, past its
+  lease; its permit goes to a waiter, whose write comes first; worker 0 then
+  resumes and writes. permits: never more than two holders inside their
+  validity windows; the permit-* checks are the usual ones on each permit's
+  own history. Fenced, the stale write is rejected; unfenced (the canary) it
+  is accepted and seen. As in 2, loss-before-expiry is not judged: a paused
+  holder learns of its loss when it resumes.
 - **Liveness** is measured from the heal (kill, restart, resume) to the next
   acquisition, bounded by the backend's TTL, its expiry grace (Consul: 2×TTL)
   and a per-backend allowance for elections.

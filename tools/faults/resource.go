@@ -24,6 +24,7 @@ type Resource struct {
 
 	mu      sync.Mutex
 	value   int64
+	values  map[string]int64 // a counter per permit key, in a semaphore run
 	events  []Event
 	waiters []*waiter
 
@@ -40,6 +41,7 @@ type waiter struct {
 type opRequest struct {
 	Worker  int    `json:"w"`
 	Kind    string `json:"k"` // EvRead or EvWrite
+	Key     string `json:"s"` // the permit's key; "" for the one counter
 	Token   uint64 `json:"t"`
 	Value   int64  `json:"v"`
 	Expires int64  `json:"x"`
@@ -56,7 +58,7 @@ func StartResource(fenced bool) (*Resource, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Resource{fenced: fenced, ln: ln}
+	r := &Resource{fenced: fenced, ln: ln, values: map[string]int64{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /op", r.handleOp)
 	mux.HandleFunc("POST /event", r.handleEvent)
@@ -87,22 +89,32 @@ func (r *Resource) apply(op opRequest) opReply {
 	act := func() error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if op.Kind == EvWrite {
-			r.value = op.Value
+		v := &r.value
+		if op.Key != "" {
+			pv := r.values[op.Key]
+			defer func() { r.values[op.Key] = pv }()
+			v = &pv
 		}
-		reply.Value = r.value
-		r.recordLocked(Event{Worker: op.Worker, Kind: op.Kind, Token: op.Token, Mono: Mono(), Expires: op.Expires, Value: r.value})
+		if op.Kind == EvWrite {
+			*v = op.Value
+		}
+		reply.Value = *v
+		r.recordLocked(Event{Worker: op.Worker, Kind: op.Kind, Key: op.Key, Token: op.Token, Mono: Mono(), Expires: op.Expires, Value: *v})
 		return nil
+	}
+	fenceKey := resourceKey
+	if op.Key != "" {
+		fenceKey = resourceKey + "/" + op.Key // tokens increase per permit
 	}
 	var err error
 	if r.fenced {
-		err = r.fence.Do(resourceKey, dlock.Token(op.Token), act)
+		err = r.fence.Do(fenceKey, dlock.Token(op.Token), act)
 	} else {
 		err = act()
 	}
 	if err != nil {
 		reply.Rejected = true
-		r.record(Event{Worker: op.Worker, Kind: EvReject, Token: op.Token, Mono: Mono(), Expires: op.Expires, Err: err.Error()})
+		r.record(Event{Worker: op.Worker, Kind: EvReject, Key: op.Key, Token: op.Token, Mono: Mono(), Expires: op.Expires, Err: err.Error()})
 	}
 	return reply
 }
@@ -175,5 +187,9 @@ func (r *Resource) WaitFor(ctx context.Context, match func(Event) bool) (Event, 
 func (r *Resource) History(healed []int64) History {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return History{Events: append([]Event(nil), r.events...), Final: r.value, Healed: healed}
+	finals := make(map[string]int64, len(r.values))
+	for k, v := range r.values {
+		finals[k] = v
+	}
+	return History{Events: append([]Event(nil), r.events...), Final: r.value, Finals: finals, Healed: healed}
 }

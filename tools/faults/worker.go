@@ -26,6 +26,7 @@ const (
 	envResource = "DLOCK_FAULT_RESOURCE" // resource base URL
 	envHold     = "DLOCK_FAULT_HOLD"     // fixed sleep between read and write; random 0-200ms if empty
 	envSelfStop = "DLOCK_FAULT_SELFSTOP" // stop (SIGSTOP) itself after its first read
+	envPermits  = "DLOCK_FAULT_PERMITS"  // > 0: hold a permit of a semaphore of that many instead of the lock
 )
 
 // WorkerConfig describes one worker process.
@@ -40,6 +41,11 @@ type WorkerConfig struct {
 	// accepted read, so a pause lands inside a hold every time, however
 	// slow the machine is to react; the test resumes it.
 	SelfStop bool
+	// Permits, when above 0, makes the worker hold one permit of a
+	// semaphore of that many on Key instead of the lock Key: every
+	// operation then names the permit's key, which the resource fences
+	// and counts on its own.
+	Permits int
 }
 
 func (c WorkerConfig) env() []string {
@@ -56,6 +62,9 @@ func (c WorkerConfig) env() []string {
 	if c.SelfStop {
 		env = append(env, envSelfStop+"=1")
 	}
+	if c.Permits > 0 {
+		env = append(env, envPermits+"="+strconv.Itoa(c.Permits))
+	}
 	return env
 }
 
@@ -68,8 +77,9 @@ func MaybeWorker() {
 	id, _ := strconv.Atoi(os.Getenv(envWorker))
 	ttl, _ := time.ParseDuration(os.Getenv(envTTL))
 	hold, _ := time.ParseDuration(os.Getenv(envHold))
+	permits, _ := strconv.Atoi(os.Getenv(envPermits))
 	cfg := WorkerConfig{ID: id, URL: os.Getenv(envURL), Key: os.Getenv(envKey), TTL: ttl,
-		Resource: os.Getenv(envResource), Hold: hold, SelfStop: os.Getenv(envSelfStop) == "1"}
+		Resource: os.Getenv(envResource), Hold: hold, SelfStop: os.Getenv(envSelfStop) == "1", Permits: permits}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := runWorker(ctx, cfg); err != nil {
@@ -82,6 +92,7 @@ func MaybeWorker() {
 type workerClient struct {
 	cfg  WorkerConfig
 	http *http.Client
+	key  string // the permit's key while one is held (Permits > 0)
 }
 
 func (c *workerClient) post(path string, body, reply any) error {
@@ -102,6 +113,9 @@ func (c *workerClient) post(path string, body, reply any) error {
 
 func (c *workerClient) event(e Event) {
 	e.Worker = c.cfg.ID
+	if e.Key == "" {
+		e.Key = c.key
+	}
 	if e.Mono == 0 {
 		e.Mono = Mono()
 	}
@@ -110,13 +124,13 @@ func (c *workerClient) event(e Event) {
 
 // op reads or writes through the resource, carrying the token and the
 // lease's current deadline.
-func (c *workerClient) op(kind string, m dlock.Mutex, token dlock.Token, value int64) (opReply, error) {
+func (c *workerClient) op(kind string, m holder, token dlock.Token, value int64) (opReply, error) {
 	var expires int64
 	if l := m.Lease(); l.Token == token {
 		expires = MonoAt(l.Expires)
 	}
 	var reply opReply
-	err := c.post("/op", opRequest{Worker: c.cfg.ID, Kind: kind, Token: uint64(token), Value: value, Expires: expires}, &reply)
+	err := c.post("/op", opRequest{Worker: c.cfg.ID, Kind: kind, Key: c.key, Token: uint64(token), Value: value, Expires: expires}, &reply)
 	return reply, err
 }
 
@@ -134,7 +148,7 @@ func runWorker(ctx context.Context, cfg WorkerConfig) error {
 		return err
 	}
 	defer locker.Close()
-	m, err := locker.NewMutex(cfg.Key, dlock.WithTTL(cfg.TTL))
+	m, err := newHolder(locker, cfg)
 	if err != nil {
 		return err
 	}
@@ -149,6 +163,7 @@ func runWorker(ctx context.Context, cfg WorkerConfig) error {
 		}
 		token := m.Token()
 		lease := m.Lease()
+		c.key = permitKey(m)
 		c.event(Event{Kind: EvAcquire, Token: uint64(token), Expires: MonoAt(lease.Expires)})
 		lost := watchLoss(m, token)
 
@@ -186,8 +201,43 @@ func runWorker(ctx context.Context, cfg WorkerConfig) error {
 		default:
 			c.event(Event{Kind: EvError, Token: uint64(token), Err: "unlock: " + err.Error()})
 		}
+		c.key = ""
 	}
 	return nil
+}
+
+// holder is what a worker holds: the lock, or a permit of a semaphore.
+type holder interface {
+	Lock(ctx context.Context) error
+	Unlock(ctx context.Context) error
+	Token() dlock.Token
+	Lease() dlock.Lease
+	Done() <-chan struct{}
+}
+
+// permit is one permit of a semaphore, as a holder.
+type permit struct{ *dlock.Semaphore }
+
+func (p permit) Lock(ctx context.Context) error   { return p.Acquire(ctx) }
+func (p permit) Unlock(ctx context.Context) error { return p.Release(ctx) }
+
+func newHolder(l dlock.Locker, cfg WorkerConfig) (holder, error) {
+	if cfg.Permits > 0 {
+		s, err := dlock.NewSemaphore(l, cfg.Key, cfg.Permits, dlock.WithTTL(cfg.TTL))
+		if err != nil {
+			return nil, err
+		}
+		return permit{s}, nil
+	}
+	return l.NewMutex(cfg.Key, dlock.WithTTL(cfg.TTL))
+}
+
+// permitKey is the key of the permit h holds; "" for a lock.
+func permitKey(h holder) string {
+	if p, ok := h.(permit); ok {
+		return p.PermitKey()
+	}
+	return ""
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
@@ -206,7 +256,7 @@ type loss struct {
 
 // watchLoss samples the hold's validity deadline (renewals move it) until
 // Done closes, and then reports when that was and the last deadline seen.
-func watchLoss(m dlock.Mutex, token dlock.Token) <-chan loss {
+func watchLoss(m holder, token dlock.Token) <-chan loss {
 	out := make(chan loss, 1)
 	done := m.Done()
 	go func() {

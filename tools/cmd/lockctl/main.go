@@ -2,6 +2,7 @@
 // a lock prevents, compares lock backends, and operates locks.
 //
 //	lockctl run [flags] KEY -- COMMAND [ARGS...]   like flock(1), on every backend
+//	lockctl run --permits N KEY -- COMMAND ...     at most N commands at a time across hosts
 //	lockctl demo [flags]                           the stock-oversell race, without and with a lock
 //	lockctl bench --backend URL [--backend URL ...] [--html FILE] [--json]
 //	lockctl status [--json] KEY...                 who holds each key (exit 0 all free, 1 one held)

@@ -237,3 +237,81 @@ func readLines(t *testing.T, path string) []string {
 	}
 	return out
 }
+
+// lockctl run --permits 2: of four processes started at once, never more
+// than two run their command at a time, and two do; each command is told
+// its permit's key and a token that increases per permit. A process that
+// disagrees on the number of permits is refused with the usage status.
+func TestRunPermits(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend, url string) {
+		const procs, permits = 4, 2
+		key := uniqueKey(t)
+		dir := t.TempDir()
+		inside := filepath.Join(dir, "inside")
+		if err := os.Mkdir(inside, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		log := filepath.Join(dir, "log")
+		// Each command marks itself inside, counts who is inside, stays a
+		// moment, and leaves: the count never exceeds the permits if the
+		// semaphore holds.
+		script := `touch "$IN/$$"; n=$(ls "$IN" | wc -l); echo "$n $DLOCK_PERMIT_KEY $DLOCK_TOKEN" >> "$LOG"; sleep 1; rm "$IN/$$"`
+		var wg sync.WaitGroup
+		errs := make(chan string, procs)
+		for range procs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cmd := command("run", "--backend", url, "--ttl", b.ttl.String(), "--permits", strconv.Itoa(permits), key, "--", "sh", "-c", script)
+				cmd.Env = append(cmd.Env, "LOG="+log, "IN="+inside)
+				if out, err := cmd.CombinedOutput(); err != nil {
+					errs <- err.Error() + ": " + string(out)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Fatalf("lockctl run --permits: %s", e)
+		}
+		lines := readLines(t, log)
+		if len(lines) != procs {
+			t.Fatalf("%d commands ran; want %d:\n%s", len(lines), procs, strings.Join(lines, "\n"))
+		}
+		most := 0
+		last := map[string]uint64{}
+		for _, l := range lines {
+			f := strings.Fields(l)
+			if len(f) != 3 || !strings.HasPrefix(f[1], key+"#permit/") {
+				t.Fatalf("command printed %q; want a count, the permit key and a token", l)
+			}
+			n, _ := strconv.Atoi(f[0])
+			most = max(most, n)
+			token, err := strconv.ParseUint(f[2], 10, 64)
+			if err != nil || token <= last[f[1]] {
+				t.Fatalf("DLOCK_TOKEN %q for %s after %d: want increasing tokens per permit", f[2], f[1], last[f[1]])
+			}
+			last[f[1]] = token
+		}
+		if most > permits {
+			t.Fatalf("%d commands ran at once with %d permits:\n%s", most, permits, strings.Join(lines, "\n"))
+		}
+		if most < permits {
+			t.Fatalf("never more than %d command at once with %d permits and %d processes:\n%s", most, permits, procs, strings.Join(lines, "\n"))
+		}
+
+		// A holder with 2 permits; a lockctl with 3 is refused.
+		ready := filepath.Join(dir, "ready")
+		holder := command("run", "--backend", url, "--ttl", b.ttl.String(), "--permits", "2", key, "--",
+			"sh", "-c", `touch "$READY"; exec sleep 60`)
+		holder.Env = append(holder.Env, "READY="+ready)
+		hp := start(t, holder)
+		hp.waitFile(t, ready, 30*time.Second)
+		r := runLockctl(t, 30*time.Second, "run", "--backend", url, "--permits", "3", key, "--", "true")
+		if r.code != lockctl.ExitUsage || !strings.Contains(r.stderr, "permits") {
+			t.Fatalf("--permits 3 beside a holder with 2: exit %d, %q; want %d", r.code, r.stderr, lockctl.ExitUsage)
+		}
+		_ = holder.Process.Signal(syscall.SIGTERM)
+		hp.wait(t, 30*time.Second)
+	})
+}

@@ -34,6 +34,7 @@ const usage = `lockctl: distributed locks from the command line.
 
 Usage:
   lockctl run [flags] KEY -- COMMAND [ARGS...]   run COMMAND while holding the lock KEY
+                                                 (--permits N: one of N permits, at most N at a time)
   lockctl demo [flags]                           show the oversell race, without and with a lock
   lockctl bench [flags] --backend URL ...        compare backends: throughput, latency, handoff
   lockctl status [flags] KEY...                  who holds each KEY: token, lease left, owner, waiters

@@ -18,15 +18,21 @@ const runHelp = `Usage: lockctl run [flags] KEY -- COMMAND [ARGS...]
 
 Runs COMMAND while holding the lock KEY, as flock(1), etcdctl lock and
 consul lock do, on every backend: a cron job started on several machines
-runs on one at a time.
+runs on one at a time. With --permits N, KEY is a semaphore of N permits
+and COMMAND runs while holding one: at most N at a time across hosts
+(every lockctl on KEY must give the same N; one that disagrees with a
+holder exits 64).
 
   lockctl run --wait 0 nightly-report -- ./report.sh        # skip if running elsewhere
   lockctl run --backend etcd://10.0.0.1:2379 db-migrate -- make migrate
   lockctl run --metrics nightly-report -- ./report.sh       # wait, hold and renewal figures at exit
+  lockctl run --permits 3 transcode -- ./transcode.sh       # at most 3 at a time
 
 While COMMAND runs, lockctl renews the lease (every TTL/3) and:
   - gives COMMAND DLOCK_KEY (the key) and DLOCK_TOKEN (the fencing token,
     larger for every new holder of KEY: hand it to what the lock protects);
+    with --permits, DLOCK_TOKEN is the permit's, larger for every new
+    holder of that permit, whose key is DLOCK_PERMIT_KEY;
   - forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to
     COMMAND's process group (COMMAND runs in a group of its own, made the
     terminal's foreground job when lockctl is one);
@@ -58,6 +64,7 @@ type runConfig struct {
 	grace   time.Duration // < 0: TTL/20
 	verbose bool
 	metrics bool
+	permits int // > 0: hold one permit of a semaphore of that many
 	argv    []string
 }
 
@@ -81,6 +88,7 @@ func parseRun(args []string, sys IO) (runConfig, int, bool) {
 	grace := graceValue{d: -1}
 	fs.Var(&grace, "grace", "with --on-lost term, `time` between SIGTERM and SIGKILL")
 	fs.BoolVar(&cfg.verbose, "v", false, "report acquisition and release on stderr")
+	fs.IntVar(&cfg.permits, "permits", 0, "hold one of `N` permits of the semaphore KEY instead of the lock KEY: at most N commands at a time")
 	fs.BoolVar(&cfg.metrics, "metrics", false, "print the lock's figures (wait, hold, renewals and their margin, losses) on stderr at exit")
 	if code, ok := parseFlags(fs, args, sys); !ok {
 		return cfg, code, false
@@ -99,6 +107,9 @@ func parseRun(args []string, sys IO) (runConfig, int, bool) {
 	}
 	if cfg.ttl < 0 {
 		return cfg, usageError(sys.Stderr, "run: --ttl %v: want a positive duration", cfg.ttl), false
+	}
+	if cfg.permits < 0 || (cfg.permits == 0 && permitsSet(fs)) {
+		return cfg, usageError(sys.Stderr, "run: --permits %d: want at least 1", cfg.permits), false
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {
@@ -145,7 +156,7 @@ func run(ctx context.Context, cfg runConfig, sys IO) int {
 	if cfg.ttl > 0 {
 		opts = append(opts, dlock.WithTTL(cfg.ttl))
 	}
-	m, err := l.NewMutex(cfg.key, opts...)
+	m, err := newHolder(l, cfg, opts)
 	if err != nil {
 		return fail(sys.Stderr, err)
 	}
@@ -153,7 +164,7 @@ func run(ctx context.Context, cfg runConfig, sys IO) int {
 		return code
 	}
 	if cfg.verbose {
-		fmt.Fprintf(sys.Stderr, "lockctl: acquired %q (token %d, lease %v) on %s\n", cfg.key, m.Token(), m.Lease().TTL, redact(cfg.url))
+		fmt.Fprintf(sys.Stderr, "lockctl: acquired %q (token %d, lease %v) on %s\n", permitKey(m, cfg.key), m.Token(), m.Lease().TTL, redact(cfg.url))
 	}
 	if cfg.grace < 0 {
 		cfg.grace = m.Lease().TTL / 20
@@ -163,7 +174,7 @@ func run(ctx context.Context, cfg runConfig, sys IO) int {
 
 // acquire takes the lock, waiting as --wait says; a forwarded signal ends
 // the wait. It returns (0, true) when the lock is held.
-func acquire(ctx context.Context, m dlock.Mutex, cfg runConfig, sigs <-chan os.Signal, sys IO) (int, bool) {
+func acquire(ctx context.Context, m holder, cfg runConfig, sigs <-chan os.Signal, sys IO) (int, bool) {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var got os.Signal
@@ -202,7 +213,7 @@ func acquire(ctx context.Context, m dlock.Mutex, cfg runConfig, sigs <-chan os.S
 
 // lockFor takes m: one attempt when wait is 0, else waiting up to wait
 // (forever when negative). A wait that runs out is ErrNotAcquired.
-func lockFor(ctx context.Context, m dlock.Mutex, wait time.Duration) error {
+func lockFor(ctx context.Context, m holder, wait time.Duration) error {
 	switch {
 	case wait == 0:
 		ctx, cancel := context.WithTimeout(ctx, openTimeout)
@@ -230,7 +241,7 @@ func lockFor(ctx context.Context, m dlock.Mutex, wait time.Duration) error {
 }
 
 // unlock releases m, bounded in time; it reports whether the hold was lost.
-func unlock(m dlock.Mutex, sys IO) (lost bool, err error) {
+func unlock(m holder, sys IO) (lost bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()
 	err = m.Unlock(ctx)

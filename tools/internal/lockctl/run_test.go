@@ -77,3 +77,20 @@ func TestRedact(t *testing.T) {
 		t.Errorf("redact(file://) = %q; want the default directory", got)
 	}
 }
+
+func TestParseRunPermits(t *testing.T) {
+	sys, _, _ := testIO(nil)
+	cfg, _, ok := parseRun([]string{"--permits", "3", "job", "--", "true"}, sys)
+	if !ok || cfg.permits != 3 {
+		t.Fatalf("--permits 3: %+v, ok %v", cfg, ok)
+	}
+	if cfg, _, ok = parseRun([]string{"job", "--", "true"}, sys); !ok || cfg.permits != 0 {
+		t.Fatalf("no --permits: %+v; want a plain lock", cfg)
+	}
+	for _, n := range []string{"0", "-1", "x"} {
+		sys, _, errb := testIO(nil)
+		if _, code, ok := parseRun([]string{"--permits", n, "job", "--", "true"}, sys); ok || code != ExitUsage {
+			t.Errorf("--permits %s: ok %v, code %d; want usage error %d (%s)", n, ok, code, ExitUsage, errb)
+		}
+	}
+}

@@ -11,14 +11,12 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/dlock-go/dlock"
 )
 
 // supervise starts COMMAND under the held lock m, forwards signals to it,
 // signals it when the lock is lost, releases the lock when it ends, and
 // returns lockctl's exit status.
-func supervise(m dlock.Mutex, cfg runConfig, sigs <-chan os.Signal, sys IO) int {
+func supervise(m holder, cfg runConfig, sigs <-chan os.Signal, sys IO) int {
 	cmd := command(m, cfg, sys)
 	tty, foreground := foregroundTTY(sys.Stdin)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
@@ -97,15 +95,18 @@ func supervise(m dlock.Mutex, cfg runConfig, sigs <-chan os.Signal, sys IO) int 
 }
 
 // command builds COMMAND with DLOCK_KEY and DLOCK_TOKEN in its environment.
-func command(m dlock.Mutex, cfg runConfig, sys IO) *exec.Cmd {
+func command(m holder, cfg runConfig, sys IO) *exec.Cmd {
 	cmd := exec.Command(cfg.argv[0], cfg.argv[1:]...)
 	env := make([]string, 0, len(sys.Environ)+2)
 	for _, kv := range sys.Environ {
-		if !strings.HasPrefix(kv, "DLOCK_KEY=") && !strings.HasPrefix(kv, "DLOCK_TOKEN=") {
+		if !strings.HasPrefix(kv, "DLOCK_KEY=") && !strings.HasPrefix(kv, "DLOCK_TOKEN=") && !strings.HasPrefix(kv, "DLOCK_PERMIT_KEY=") {
 			env = append(env, kv)
 		}
 	}
 	cmd.Env = append(env, "DLOCK_KEY="+cfg.key, "DLOCK_TOKEN="+strconv.FormatUint(uint64(m.Token()), 10))
+	if cfg.permits > 0 {
+		cmd.Env = append(cmd.Env, "DLOCK_PERMIT_KEY="+permitKey(m, cfg.key))
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = sys.Stdin, sys.Stdout, sys.Stderr
 	// With streams that are not files (tests), do not wait forever for a
 	// background grandchild that keeps a pipe open.

@@ -1,0 +1,84 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dlock-go/dlock"
+	_ "github.com/dlock-go/dlock/backend/memory"
+)
+
+// Lock two accounts for a transfer, all or nothing: the keys are taken in
+// sorted order, so a transfer the other way round cannot deadlock with
+// this one.
+func ExampleNewMultiMutex() {
+	ctx := context.Background()
+	locker, err := dlock.Open(ctx, "mem://example-multi")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer locker.Close()
+
+	mm, err := dlock.NewMultiMutex(locker, []string{"account/7", "account/3"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := mm.Lock(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("locked:", mm.Keys())
+	for _, k := range mm.Keys() {
+		// Hand each account's store its own token.
+		fmt.Println(k, "token issued:", mm.Tokens()[k] > 0)
+	}
+	select {
+	case <-mm.Done():
+		fmt.Println("a key was lost: stop")
+	default:
+	}
+	if err := mm.Unlock(ctx); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// locked: [account/3 account/7]
+	// account/3 token issued: true
+	// account/7 token issued: true
+}
+
+// At most two transcoders at a time: each holds a permit with its own
+// lease and token; the third finds none free.
+func ExampleNewSemaphore() {
+	ctx := context.Background()
+	locker, err := dlock.Open(ctx, "mem://example-semaphore")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer locker.Close()
+
+	var held []*dlock.Semaphore
+	for i := 0; i < 3; i++ {
+		s, err := dlock.NewSemaphore(locker, "transcoders", 2)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		if err := s.TryAcquire(ctx); err != nil {
+			fmt.Println("transcoder", i, "waits: all permits held:", errors.Is(err, dlock.ErrNotAcquired))
+			continue
+		}
+		fmt.Println("transcoder", i, "holds a permit, token issued:", s.Token() > 0)
+		held = append(held, s)
+	}
+	for _, s := range held {
+		_ = s.Release(ctx)
+	}
+	// Output:
+	// transcoder 0 holds a permit, token issued: true
+	// transcoder 1 holds a permit, token issued: true
+	// transcoder 2 waits: all permits held: true
+}

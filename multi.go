@@ -1,0 +1,445 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+)
+
+// MultiMutex locks a set of keys all or nothing: one hold for the set, a
+// fencing token per key, one Done for the set.
+//
+// It is built in the portable layer from one Mutex per key, so it works on
+// every backend and keeps every promise a Mutex makes, per key: each key
+// has its own lease, renewed by the watchdog, its own fencing token, and
+// its own loss signal; the set's Done closes as soon as any key's does.
+//
+// # Deadlock freedom
+//
+// The keys are sorted and locked one after the other in that order, on
+// every backend and in every process. Two MultiMutexes over overlapping
+// sets therefore never wait on each other in a cycle, whatever order their
+// keys were given in. No store transaction is used (a Redis Lua script over
+// one Cluster slot, an etcd or Consul transaction, a ZooKeeper multi would
+// take a set in one round trip where the store offers one); that
+// optimisation is not implemented.
+//
+// # All or nothing
+//
+// A Lock or TryLock that does not take every key releases the keys it took
+// before it returns: when a key is held elsewhere (TryLock), when ctx ends,
+// when the backend fails, and when the Locker is closed (Close releases
+// them then). If one key's hold is lost while the set is held, Done closes
+// for the set and the other keys are released at once; Err then reports
+// the lost key's cause.
+//
+// # Cost
+//
+// Locking N keys costs N acquisitions, one after another, each what a
+// Mutex.Lock costs on the backend (one round trip on Redis and Redis
+// Cluster, one per instance in parallel, twice, on Redlock, a transaction
+// and a read on etcd, a create and a child listing on ZooKeeper, a session
+// and a transaction on Consul, one statement on PostgreSQL, none on memory
+// and one file lock on file); Unlock costs N releases; the watchdog renews
+// each key on its own (N renewals every TTL/3). Keys in different Redis
+// Cluster slots are fine: each key is locked on its own.
+//
+// A MultiMutex's methods are safe for concurrent use; like a Mutex it is not
+// reentrant (Lock while held returns ErrAlreadyHeld).
+type MultiMutex struct {
+	keys []string
+	ms   []Mutex
+
+	sem chan struct{} // serialises Lock, TryLock and Unlock
+
+	mu      sync.Mutex
+	h       *multiHold // current hold; nil when none
+	lastErr error      // why the last hold ended, once cleared
+}
+
+// multiHold is one hold of the whole set and the goroutine that watches its
+// keys' Done channels.
+type multiHold struct {
+	keys   []keyHold     // each key's hold, in Keys order
+	done   chan struct{} // closed when the set's hold ends
+	stop   chan struct{} // closed by Unlock: the watcher exits
+	exited chan struct{} // closed when the watcher has exited
+
+	mu    sync.Mutex
+	ended bool
+	cause error
+}
+
+// NewMultiMutex returns a MultiMutex over keys, made from l with opts (as
+// for NewMutex, applied to every key). Duplicate keys count once. An empty
+// set, or any key NewMutex refuses, is an ErrInvalidKey error; options are
+// checked as by NewMutex (ErrInvalidOption).
+func NewMultiMutex(l Locker, keys []string, opts ...Option) (*MultiMutex, error) {
+	if l == nil {
+		return nil, errors.New("dlock: NewMultiMutex with a nil Locker")
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%w: a multi-key lock needs at least one key", ErrInvalidKey)
+	}
+	sorted := slices.Clone(keys)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	mm := &MultiMutex{keys: sorted, sem: make(chan struct{}, 1)}
+	for _, k := range sorted {
+		m, err := l.NewMutex(k, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("dlock: multi-key lock, key %q: %w", k, err)
+		}
+		mm.ms = append(mm.ms, m)
+	}
+	return mm, nil
+}
+
+// Keys returns the set's keys, sorted, without duplicates: the order in
+// which they are locked.
+func (mm *MultiMutex) Keys() []string { return slices.Clone(mm.keys) }
+
+func (mm *MultiMutex) errorf(op string, err error) error {
+	return fmt.Errorf("dlock: %s of %d keys: %w", op, len(mm.keys), err)
+}
+
+func (mm *MultiMutex) enter(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case mm.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (mm *MultiMutex) leave() { <-mm.sem }
+
+func (mm *MultiMutex) current() *multiHold {
+	mm.mu.Lock()
+	defer mm.mu.Unlock()
+	return mm.h
+}
+
+// settle checks the current hold before an acquire: a live one is
+// ErrAlreadyHeld; one that was lost is cleared once its watcher has
+// released the other keys. Called with sem held.
+func (mm *MultiMutex) settle() error {
+	h := mm.current()
+	if h == nil {
+		return nil
+	}
+	if !mm.checkKeys(h) {
+		return ErrAlreadyHeld
+	}
+	<-h.exited
+	mm.mu.Lock()
+	mm.h, mm.lastErr = nil, h.endCause()
+	mm.mu.Unlock()
+	return nil
+}
+
+// Lock blocks until every key is held or ctx ends. It takes the keys in
+// Keys order, each as Mutex.Lock does (waiting on the backend's
+// notifications); when it returns an error, none of the keys is held by
+// this MultiMutex. The error is the failing key's, wrapped: it matches
+// ErrNotAcquired and ctx's error when ctx ended while a key was held
+// elsewhere, ErrClosed when the Locker was closed, ErrUnavailable when the
+// backend failed.
+func (mm *MultiMutex) Lock(ctx context.Context) error {
+	return mm.acquire(ctx, "lock", Mutex.Lock)
+}
+
+// TryLock makes one attempt at each key, in Keys order, and stops at the
+// first that is held elsewhere: it then releases the keys it took and
+// returns an error matching ErrNotAcquired that names the key.
+func (mm *MultiMutex) TryLock(ctx context.Context) error {
+	return mm.acquire(ctx, "trylock", Mutex.TryLock)
+}
+
+func (mm *MultiMutex) acquire(ctx context.Context, op string, take func(Mutex, context.Context) error) error {
+	if err := mm.enter(ctx); err != nil {
+		return mm.errorf(op, err)
+	}
+	defer mm.leave()
+	if err := mm.settle(); err != nil {
+		return mm.errorf(op, err)
+	}
+	for {
+		for i, m := range mm.ms {
+			if err := take(m, ctx); err != nil {
+				mm.releaseFirst(ctx, i)
+				return mm.errorf(op, err)
+			}
+		}
+		// A key taken first may have been lost while a later one was
+		// awaited: start again rather than hand out a partial set.
+		if mm.allValid() {
+			break
+		}
+		mm.releaseFirst(ctx, len(mm.ms))
+		if err := ctx.Err(); err != nil {
+			return mm.errorf(op, fmt.Errorf("%w: %w (a key was lost while the others were awaited)", ErrNotAcquired, err))
+		}
+	}
+	h := &multiHold{done: make(chan struct{}), stop: make(chan struct{}), exited: make(chan struct{})}
+	for _, m := range mm.ms {
+		h.keys = append(h.keys, keyHoldOf(m))
+	}
+	mm.mu.Lock()
+	mm.h, mm.lastErr = h, nil
+	mm.mu.Unlock()
+	go mm.watch(h)
+	return nil
+}
+
+func (mm *MultiMutex) allValid() bool {
+	for _, m := range mm.ms {
+		if !m.Lease().Valid() {
+			return false
+		}
+	}
+	return true
+}
+
+// releaseFirst gives back the first n keys, even if ctx has ended. A
+// release that fails leaves that key to expire with its lease.
+func (mm *MultiMutex) releaseFirst(ctx context.Context, n int) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeReleaseTimeout)
+	defer cancel()
+	for _, m := range mm.ms[:n] {
+		_ = m.Unlock(rctx)
+	}
+}
+
+// watch waits until one key's hold ends or Unlock stops it. A key's end
+// ends the set: Done closes, the other keys are released.
+func (mm *MultiMutex) watch(h *multiHold) {
+	defer close(h.exited)
+	cases := make([]reflect.SelectCase, 0, len(mm.ms)+1)
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(h.stop)})
+	for _, k := range h.keys {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(k.done)})
+	}
+	i, _, _ := reflect.Select(cases)
+	if i == 0 {
+		return
+	}
+	mm.lose(h, h.keys[i-1])
+	mm.releaseFirst(context.Background(), len(mm.ms))
+}
+
+// lose ends the set's hold because k's ended.
+func (mm *MultiMutex) lose(h *multiHold, k keyHold) {
+	cause := k.cause()
+	if cause == nil {
+		cause = ErrLockLost
+	}
+	h.end(fmt.Errorf("key %q: %w", k.m.Key(), cause))
+}
+
+// keyHold is one key's hold within a set: its Done channel and why it
+// ended, read from the hold itself (the Mutex's Err can lag its Done while
+// the release is in flight).
+type keyHold struct {
+	m     Mutex
+	done  <-chan struct{}
+	cause func() error
+}
+
+func keyHoldOf(m Mutex) keyHold {
+	if pm, ok := m.(*mutex); ok {
+		if h := pm.current(); h != nil {
+			return keyHold{m: m, done: h.done, cause: h.endCause}
+		}
+	}
+	return keyHold{m: m, done: m.Done(), cause: m.Err}
+}
+
+func (h *multiHold) end(cause error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		return
+	}
+	h.ended, h.cause = true, cause
+	close(h.done)
+}
+
+func (h *multiHold) endCause() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cause
+}
+
+func (h *multiHold) isEnded() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ended
+}
+
+// checkKeys reads each key's Done (which reads the monotonic clock) and
+// ends the set's hold at once if one has ended. It reports whether the
+// set's hold has ended.
+func (mm *MultiMutex) checkKeys(h *multiHold) (ended bool) {
+	if h.isEnded() {
+		return true
+	}
+	for _, k := range h.keys {
+		k.m.Done() // reads the clock: a window that ran out ends the hold
+		if isDone(k.done) {
+			mm.lose(h, k)
+			return true
+		}
+	}
+	return false
+}
+
+func isDone(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// Unlock releases every key. It returns ErrNotHeld when the set is not
+// held, and an error matching ErrLockLost when a key's hold was lost before
+// Unlock (the other keys were released then).
+func (mm *MultiMutex) Unlock(ctx context.Context) error {
+	if mm.current() == nil {
+		return mm.errorf("unlock", ErrNotHeld)
+	}
+	if err := mm.enter(ctx); err != nil {
+		return mm.errorf("unlock", err)
+	}
+	defer mm.leave()
+	mm.mu.Lock()
+	h := mm.h
+	mm.h = nil
+	mm.mu.Unlock()
+	if h == nil {
+		return mm.errorf("unlock", ErrNotHeld)
+	}
+	mm.checkKeys(h)
+	close(h.stop)
+	<-h.exited
+	var errs []error
+	if lost := h.endCause(); lost != nil {
+		errs = append(errs, lost) // the watcher released the others
+	} else {
+		for _, m := range mm.ms {
+			if err := m.Unlock(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		h.end(ErrUnlocked)
+		if len(errs) > 0 {
+			h.mu.Lock()
+			h.cause = errors.Join(errs...)
+			h.mu.Unlock()
+		}
+	}
+	mm.mu.Lock()
+	mm.lastErr = h.endCause()
+	mm.mu.Unlock()
+	if len(errs) > 0 {
+		return mm.errorf("unlock", errors.Join(errs...))
+	}
+	return nil
+}
+
+// Done returns a channel closed when the set's hold ends: by Unlock, by
+// Close of the Locker, or when any key's hold is lost (signalled, as for a
+// Mutex, before that key's lease can expire on the server). With no hold it
+// returns an already-closed channel. It is a notification; check
+// Lease().Valid() before acting.
+func (mm *MultiMutex) Done() <-chan struct{} {
+	h := mm.current()
+	if h == nil {
+		return closedChan
+	}
+	mm.checkKeys(h)
+	return h.done
+}
+
+// Err reports why the last hold of the set ended: nil while held or if
+// nothing was ever held; ErrUnlocked after Unlock; otherwise the first key
+// whose hold ended, with its cause (ErrClosed, or an error matching
+// ErrLockLost and the kind of loss).
+func (mm *MultiMutex) Err() error {
+	mm.mu.Lock()
+	h, last := mm.h, mm.lastErr
+	mm.mu.Unlock()
+	if h == nil {
+		return last
+	}
+	mm.checkKeys(h)
+	return h.endCause()
+}
+
+// Tokens returns each key's fencing token while the whole set is held, nil
+// otherwise. Each token is strictly greater than every earlier holder's of
+// that key; hand the resource guarded by a key that key's token.
+func (mm *MultiMutex) Tokens() map[string]Token {
+	h := mm.current()
+	if h == nil || mm.checkKeys(h) {
+		return nil
+	}
+	out := make(map[string]Token, len(mm.ms))
+	for _, m := range mm.ms {
+		t := m.Token()
+		if t == 0 {
+			return nil
+		}
+		out[m.Key()] = t
+	}
+	return out
+}
+
+// Lease returns the lease of the key whose validity window ends first (its
+// token, TTL and Expires): the set may be acted on while that one is
+// valid. The zero Lease when the set is not held.
+func (mm *MultiMutex) Lease() Lease {
+	h := mm.current()
+	if h == nil || mm.checkKeys(h) {
+		return Lease{}
+	}
+	var first Lease
+	for _, m := range mm.ms {
+		l := m.Lease()
+		if l.Token == 0 {
+			return Lease{}
+		}
+		if first.Token == 0 || l.Expires.Before(first.Expires) {
+			first = l
+		}
+	}
+	return first
+}
+
+// Renew renews every key's lease now (the watchdog does it on its own).
+// It returns an error matching ErrLockLost if a key's hold was lost, and
+// ErrNotHeld when the set is not held.
+func (mm *MultiMutex) Renew(ctx context.Context) error {
+	h := mm.current()
+	if h == nil {
+		return mm.errorf("renew", ErrNotHeld)
+	}
+	var errs []error
+	for _, m := range mm.ms {
+		if err := m.Renew(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return mm.errorf("renew", errors.Join(errs...))
+	}
+	return nil
+}

@@ -1,0 +1,178 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend/memory"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// settleGoroutines waits until no more than base goroutines run, and fails
+// with their stacks otherwise.
+func settleGoroutines(t *testing.T, base int, when string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Fatalf("%s: %d goroutines, want at most %d:\n%s", when, runtime.NumGoroutine(), base, buf)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A MultiMutex leaves no goroutine behind: after Unlock, after a Lock
+// whose context ended, after a key was lost, and after Close.
+func TestMultiMutexNoGoroutineLeak(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st := memory.NewStore()
+	l, err := memory.New(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := memory.New(st)
+	defer other.Close()
+	base := runtime.NumGoroutine()
+	mm, err := dlock.NewMultiMutex(l, []string{"a", "b", "c"}, dlock.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if err := mm.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := mm.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settleGoroutines(t, base, "after Lock and Unlock")
+
+	blocker, _ := other.NewMutex("c")
+	if err := blocker.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	if err := mm.Lock(sctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("Lock with c held elsewhere: %v", err)
+	}
+	scancel()
+	_ = blocker.Unlock(ctx)
+	settleGoroutines(t, base, "after a Lock that timed out")
+
+	if err := mm.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Break("b") {
+		t.Fatal("b not held")
+	}
+	select {
+	case <-mm.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done open after a key was broken")
+	}
+	if err := mm.Unlock(ctx); !errors.Is(err, dlock.ErrLockLost) {
+		t.Fatalf("Unlock after a loss: %v", err)
+	}
+	settleGoroutines(t, base, "after a loss")
+
+	if err := mm.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Close()
+	if !errors.Is(mm.Err(), dlock.ErrClosed) {
+		t.Fatalf("Err after Close: %v", mm.Err())
+	}
+	settleGoroutines(t, base, "after Close")
+}
+
+// A Semaphore leaves no goroutine behind: after a wait that was served,
+// a wait whose context ended, and a wait cut short by Close.
+func TestSemaphoreNoGoroutineLeak(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := memory.New(memory.NewStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := runtime.NumGoroutine()
+	a, _ := dlock.NewSemaphore(l, "s", 2)
+	b, _ := dlock.NewSemaphore(l, "s", 2)
+	c, _ := dlock.NewSemaphore(l, "s", 2)
+	if err := a.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	if err := c.Acquire(sctx); !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire with every permit held: %v", err)
+	}
+	scancel()
+	res := make(chan error, 1)
+	go func() { res <- c.Acquire(ctx) }()
+	time.Sleep(20 * time.Millisecond)
+	_ = a.Release(ctx)
+	if err := <-res; err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Release(ctx)
+	_ = c.Release(ctx)
+	settleGoroutines(t, base, "after waits served and timed out")
+
+	_ = a.Acquire(ctx)
+	_ = b.Acquire(ctx)
+	go func() { res <- c.Acquire(ctx) }()
+	time.Sleep(20 * time.Millisecond)
+	_ = l.Close()
+	if err := <-res; !errors.Is(err, dlock.ErrClosed) {
+		t.Fatalf("Acquire cut short by Close: %v", err)
+	}
+	settleGoroutines(t, base, "after Close")
+}
+
+// The permit count is recorded in front of the owner description, which
+// is shortened to fit.
+func TestSemaphoreOwnerTag(t *testing.T) {
+	ctx := context.Background()
+	l, err := memory.New(memory.NewStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	long := strings.Repeat("ü", driver.MaxMetaLen/2)
+	s, err := dlock.NewSemaphore(l, "s", 3, dlock.WithOwner(long))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	info, err := l.Inspect(ctx, s.PermitKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(info.Owner, "permits=3 ü") || len(info.Owner) > driver.MaxMetaLen {
+		t.Fatalf("owner %q (%d bytes); want permits=3 and the description, within %d bytes", info.Owner[:20], len(info.Owner), driver.MaxMetaLen)
+	}
+	// A plain lock on a permit key is a disagreement too.
+	plain, _ := l.NewMutex("t#permit/1")
+	if err := plain.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 { // whichever slot Acquire starts from
+		t2, _ := dlock.NewSemaphore(l, "t", 2)
+		err := t2.TryAcquire(ctx)
+		if !errors.Is(err, dlock.ErrInvalidOption) {
+			t.Fatalf("TryAcquire beside a plain lock on a permit key: %v; want ErrInvalidOption", err)
+		}
+	}
+}

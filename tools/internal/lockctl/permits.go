@@ -1,0 +1,56 @@
+package lockctl
+
+import (
+	"context"
+	"flag"
+
+	"github.com/dlock-go/dlock"
+)
+
+// holder is what lockctl run holds while COMMAND runs: a lock (a
+// dlock.Mutex) or, with --permits, one permit of a semaphore.
+type holder interface {
+	Lock(ctx context.Context) error
+	TryLock(ctx context.Context) error
+	Unlock(ctx context.Context) error
+	Token() dlock.Token
+	Lease() dlock.Lease
+	Done() <-chan struct{}
+}
+
+// permit is one permit of a dlock.Semaphore, as a holder.
+type permit struct{ *dlock.Semaphore }
+
+func (p permit) Lock(ctx context.Context) error    { return p.Acquire(ctx) }
+func (p permit) TryLock(ctx context.Context) error { return p.TryAcquire(ctx) }
+func (p permit) Unlock(ctx context.Context) error  { return p.Release(ctx) }
+
+// newHolder makes the lock or, when permits > 0, the semaphore permit KEY
+// names.
+func newHolder(l dlock.Locker, cfg runConfig, opts []dlock.Option) (holder, error) {
+	if cfg.permits > 0 {
+		s, err := dlock.NewSemaphore(l, cfg.key, cfg.permits, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return permit{s}, nil
+	}
+	return l.NewMutex(cfg.key, opts...)
+}
+
+// permitKey is the key a fence checks DLOCK_TOKEN against: the permit's
+// own key with --permits, else KEY.
+func permitKey(h holder, key string) string {
+	if p, ok := h.(permit); ok {
+		return p.PermitKey()
+	}
+	return key
+}
+
+// permitsSet reports whether --permits was given (--permits 0 is refused,
+// not taken for "a plain lock").
+func permitsSet(fs *flag.FlagSet) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "permits" })
+	return set
+}
