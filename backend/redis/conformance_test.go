@@ -129,6 +129,8 @@ func harness(t testing.TB, endpoint string) conformance.Harness {
 		TTL: time.Second,
 		// Redis expires a key on access, to the millisecond.
 		ExpiryGrace: 50 * time.Millisecond,
+		// Waiting Locks queue in the key's :queue list.
+		Queue: true,
 	}
 }
 

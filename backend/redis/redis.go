@@ -139,6 +139,7 @@ type redisDriver struct {
 
 var (
 	_ driver.Locker    = (*redisDriver)(nil)
+	_ driver.Acquirer  = (*redisDriver)(nil)
 	_ driver.Inspector = (*redisDriver)(nil)
 )
 
@@ -193,13 +194,124 @@ func (d *redisDriver) check(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// TryAcquire makes one attempt, in turn: the lock is granted only when it
+// is free and nobody live is queued for it. It never joins the queue.
 func (d *redisDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hold, error) {
 	if err := d.check(ctx); err != nil {
 		return driver.Hold{}, err
 	}
-	st := &state{names: keyNames(d.cfg.Prefix, req.Key), owner: req.Owner, ttlMs: redislua.Millis(req.TTL)}
-	keys, args := redislua.AcquireMetaArgs(st.names.lock, st.names.fence, st.names.meta, st.owner, st.ttlMs, req.Meta)
-	v, acks, err := d.run(ctx, redislua.Acquire, keys, args)
+	return d.attempt(ctx, d.newState(req), req.Meta, false)
+}
+
+func (d *redisDriver) newState(req driver.Request) *state {
+	return &state{names: keyNames(d.cfg.Prefix, req.Key), owner: req.Owner, ttlMs: redislua.Millis(req.TTL)}
+}
+
+// Acquire waits in the key's queue on the server (queue.lua): each attempt
+// that is not granted the lock joins the queue, or refreshes the entry's
+// deadline, one lease from now. A release wakes only the first waiter in
+// line, by a message addressed to its owner on the key's release channel;
+// the others sleep until their turn, or until the first waiter's entry
+// would run out (a waiter that died), or until their own entry needs a
+// refresh (every TTL/3). A wait that ends without the lock (ctx, Close, an
+// error) removes its entry before it returns (and, if the server cannot be
+// reached, in the background; the entry runs out by itself within a lease
+// anyway).
+func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.Hold, error) {
+	if err := d.check(ctx); err != nil {
+		return driver.Hold{}, err
+	}
+	st := d.newState(req)
+	refresh := max(time.Duration(st.ttlMs)*time.Millisecond/3, time.Millisecond)
+	// A channel still subscribed (a key contended a moment ago) is joined
+	// before the first attempt: no release after it can be missed, and no
+	// SUBSCRIBE is needed.
+	w := d.subs.joinLive(ctx, st.names.channel, st.owner)
+	var (
+		queued bool // an attempt queued st.owner
+		timer  *time.Timer
+	)
+	defer func() {
+		if w != nil {
+			_ = w.Close()
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	giveUp := func(err error) (driver.Hold, error) {
+		if queued {
+			d.leave(ctx, st)
+			if ctx.Err() != nil {
+				return driver.Hold{}, fmt.Errorf("%w: %w", driver.ErrNotAcquired, ctx.Err())
+			}
+		}
+		return driver.Hold{}, err
+	}
+	for {
+		sent := time.Now()
+		h, err := d.attempt(ctx, st, req.Meta, true)
+		if err == nil {
+			h.Since = sent
+			return h, nil
+		}
+		var held *driver.HeldError
+		if !errors.As(err, &held) {
+			// A reply lost on the way is undone by attempt (which also
+			// removes the entry); a later one leaves the queue here.
+			return giveUp(err)
+		}
+		queued = true
+		if w == nil {
+			if w, err = d.subs.watch(ctx, st.names.channel, st.owner, true); err != nil {
+				w = nil
+				if !errors.Is(err, driver.ErrClosed) {
+					err = d.mapErr(err)
+				}
+				return giveUp(err)
+			}
+			continue // again, now that no wake-up can be missed
+		}
+		wait := min(held.Remaining+time.Millisecond, refresh)
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case _, ok := <-w.Changed():
+			if !ok { // the subscription broke: make a new one
+				_ = w.Close()
+				w = nil
+			}
+		case <-timer.C:
+		case <-ctx.Done():
+			return giveUp(ctx.Err())
+		case <-d.closed:
+			return giveUp(driver.ErrClosed)
+		}
+	}
+}
+
+// leaveTimeout bounds the removal of a queue entry when a wait ends.
+const leaveTimeout = time.Second
+
+// leave removes st's queue entry (and a hold an ambiguous attempt may have
+// taken), waking the next waiter if that frees the key for it. When the
+// server cannot be reached now, a background cleanup tries again.
+func (d *redisDriver) leave(ctx context.Context, st *state) {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
+	defer cancel()
+	if err := d.release(lctx, st); err != nil && err != errReleased {
+		d.cleanup(st)
+	}
+}
+
+// attempt runs queue.lua once for st: join says whether an owner that is
+// not granted the lock joins (or stays in) the queue.
+func (d *redisDriver) attempt(ctx context.Context, st *state, meta string, join bool) (driver.Hold, error) {
+	keys, args := redislua.QueueArgs(st.names.queueKeys(), st.owner, st.ttlMs, meta, join, d.publish)
+	v, acks, err := d.run(ctx, redislua.Queue, keys, args)
 	if err != nil {
 		if !serverError(err) {
 			// The script may have run and the reply been lost: undo it.
@@ -338,7 +450,7 @@ func (d *redisDriver) Release(ctx context.Context, h driver.Hold) error {
 }
 
 func (d *redisDriver) release(ctx context.Context, st *state) error {
-	keys, args := redislua.ReleaseArgs(st.names.lock, st.names.channel, st.owner, d.publish, releaseMessage)
+	keys, args := redislua.ReleaseQueueArgs(st.names.queueKeys(), st.owner, d.publish, releaseMessage)
 	v, err := redislua.Release.Run(ctx, d.client, keys, args...).Result()
 	if err != nil {
 		return d.mapErr(err)
@@ -388,7 +500,7 @@ func (d *redisDriver) Watch(ctx context.Context, key string) (driver.Watch, erro
 	if err := d.check(ctx); err != nil {
 		return nil, err
 	}
-	w, err := d.subs.watch(ctx, keyNames(d.cfg.Prefix, key).channel)
+	w, err := d.subs.watch(ctx, keyNames(d.cfg.Prefix, key).channel, "", false)
 	if err != nil {
 		if errors.Is(err, driver.ErrClosed) {
 			return nil, err
@@ -433,7 +545,7 @@ func (d *redisDriver) inspect(ctx context.Context, key string, brk bool) (driver
 		return driver.Info{}, err
 	}
 	n := keyNames(d.cfg.Prefix, key)
-	keys, args := redislua.InspectArgs(n.lock, n.fence, n.meta, n.channel, brk, d.publish, releaseMessage)
+	keys, args := redislua.InspectQueueArgs(n.queueKeys(), brk, d.publish, releaseMessage)
 	v, err := redislua.Inspect.Run(ctx, d.client, keys, args...).Result()
 	if err != nil {
 		return driver.Info{}, mapErr(err)
@@ -443,7 +555,7 @@ func (d *redisDriver) inspect(ctx context.Context, key string, brk bool) (driver
 		return driver.Info{}, err
 	}
 	if !r.Held {
-		return driver.Info{Waiters: -1}, nil
+		return driver.Info{Waiters: r.Waiters}, nil
 	}
-	return driver.Info{Held: true, Token: r.Counter, Remaining: r.Remaining, Meta: r.Meta, Waiters: -1}, nil
+	return driver.Info{Held: true, Token: r.Counter, Remaining: r.Remaining, Meta: r.Meta, Waiters: r.Waiters}, nil
 }

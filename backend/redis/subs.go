@@ -13,6 +13,13 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
+// lingerFor is how long a channel stays subscribed after the last waiting
+// Lock on it has ended: a key that is contended now is likely contended
+// again soon, and a Lock that finds its channel still subscribed needs no
+// SUBSCRIBE, no confirmation and no second attempt. Watches made with
+// Watch (not for a queued Lock) unsubscribe at once.
+const lingerFor = 10 * time.Second
+
 // pingInterval is how long a pub/sub connection may stay silent before it
 // is pinged; a second silent interval counts as a broken connection.
 const pingInterval = 15 * time.Second
@@ -42,15 +49,18 @@ func newSubscriptions(client goredis.UniversalClient, shardedCluster *goredis.Cl
 }
 
 // watch subscribes to channel (or joins the existing subscription) and
-// returns once the subscription is confirmed.
-func (s *subscriptions) watch(ctx context.Context, channel string) (*watch, error) {
+// returns once the subscription is confirmed. With owner set, the watch
+// hears only the messages addressed to owner (and those addressed to
+// nobody, see addressed); with linger, the subscription outlives the last
+// watch by lingerFor.
+func (s *subscriptions) watch(ctx context.Context, channel, owner string, linger bool) (*watch, error) {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		c, err := s.conn(ctx, channel)
 		if err != nil {
 			return nil, err
 		}
-		w, err := c.add(ctx, channel)
+		w, err := c.add(ctx, channel, owner, linger)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -70,6 +80,43 @@ func (s *subscriptions) watch(ctx context.Context, channel string) (*watch, erro
 		}
 	}
 	return nil, driver.Unavailable(fmt.Errorf("redis: subscribing to releases: %w", lastErr))
+}
+
+// joinLive returns a watch on channel for owner (lingering, as watch's)
+// when the channel is already subscribed and confirmed on a live
+// connection, without any I/O; else nil. A message published after it
+// returns is seen.
+func (s *subscriptions) joinLive(ctx context.Context, channel, owner string) *watch {
+	addr := ""
+	if s.cluster != nil {
+		node, err := s.cluster.MasterForKey(ctx, channel)
+		if err != nil {
+			return nil
+		}
+		addr = node.Options().Addr
+	}
+	s.mu.Lock()
+	c := s.conns[addr]
+	closed := s.closed
+	s.mu.Unlock()
+	if closed || c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.isDead() {
+		return nil
+	}
+	sc := c.chans[channel]
+	if sc == nil || sc.lastSub == 0 || sc.acked < sc.lastSub {
+		return nil
+	}
+	sc.stopLinger()
+	w := &watch{c: c, channel: channel, owner: owner, linger: true, need: sc.lastSub,
+		ready: make(chan struct{}), changed: make(chan struct{}, 1)}
+	close(w.ready)
+	sc.watches[w] = struct{}{}
+	return w
 }
 
 // conn returns the live connection that serves channel, making it if needed.
@@ -139,6 +186,19 @@ type subChan struct {
 	sent    uint64 // (un)subscribe commands sent
 	acked   uint64 // confirmations received
 	lastSub uint64 // number of the subscribe in force, 0 when unsubscribed
+
+	lingering *time.Timer // set while subscribed with no watches, see lingerFor
+	lingerGen uint64      // bumped when a lingering period ends early
+}
+
+// stopLinger ends a lingering period (a new watch came). Called with the
+// connection's mu held.
+func (sc *subChan) stopLinger() {
+	if sc.lingering != nil {
+		sc.lingering.Stop()
+		sc.lingering = nil
+		sc.lingerGen++
+	}
 }
 
 func (c *subConn) isDead() bool {
@@ -171,10 +231,10 @@ func (c *subConn) send(ctx context.Context, subscribe bool, channel string) erro
 }
 
 // add registers a watch on channel, subscribing if it is the first.
-func (c *subConn) add(ctx context.Context, channel string) (*watch, error) {
+func (c *subConn) add(ctx context.Context, channel, owner string, linger bool) (*watch, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w := &watch{c: c, channel: channel, ready: make(chan struct{}), changed: make(chan struct{}, 1)}
+	w := &watch{c: c, channel: channel, owner: owner, linger: linger, ready: make(chan struct{}), changed: make(chan struct{}, 1)}
 	if c.isDead() {
 		// Lost a race with a break: let watch retry on a new connection.
 		w.removed = true
@@ -185,6 +245,7 @@ func (c *subConn) add(ctx context.Context, channel string) (*watch, error) {
 		sc = &subChan{watches: map[*watch]struct{}{}}
 		c.chans[channel] = sc
 	}
+	sc.stopLinger()
 	if sc.lastSub == 0 {
 		sc.sent++
 		sc.lastSub = sc.sent
@@ -206,7 +267,8 @@ func (c *subConn) add(ctx context.Context, channel string) (*watch, error) {
 	return w, nil
 }
 
-// remove drops w; the last watch of a channel unsubscribes.
+// remove drops w; the last watch of a channel unsubscribes, at once or,
+// for a lingering watch, after lingerFor unless a new watch comes.
 func (c *subConn) remove(w *watch) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -217,22 +279,51 @@ func (c *subConn) remove(w *watch) {
 	sc := c.chans[w.channel]
 	delete(sc.watches, w)
 	if len(sc.watches) == 0 && sc.lastSub != 0 {
-		sc.sent++
-		sc.lastSub = 0
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := c.send(ctx, false, w.channel)
-		cancel()
-		if err != nil {
-			c.breakLocked(err)
+		if w.linger {
+			sc.stopLinger()
+			gen := sc.lingerGen
+			channel := w.channel
+			sc.lingering = time.AfterFunc(lingerFor, func() { c.endLinger(channel, sc, gen) })
 			return
 		}
+		c.unsubscribeLocked(w.channel, sc)
+		return
 	}
 	c.gc(w.channel, sc)
 }
 
-// gc forgets a channel with no watches and no confirmation outstanding.
+// endLinger unsubscribes a channel whose lingering period ran out.
+func (c *subConn) endLinger(channel string, sc *subChan, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.isDead() || c.chans[channel] != sc || sc.lingerGen != gen || sc.lingering == nil {
+		return
+	}
+	sc.lingering = nil
+	if len(sc.watches) == 0 && sc.lastSub != 0 {
+		c.unsubscribeLocked(channel, sc)
+	}
+}
+
+// unsubscribeLocked sends the unsubscribe of a channel without watches.
+// Called with c.mu held.
+func (c *subConn) unsubscribeLocked(channel string, sc *subChan) {
+	sc.sent++
+	sc.lastSub = 0
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	err := c.send(ctx, false, channel)
+	cancel()
+	if err != nil {
+		c.breakLocked(err)
+		return
+	}
+	c.gc(channel, sc)
+}
+
+// gc forgets a channel with no watches, no subscription in force and no
+// confirmation outstanding.
 func (c *subConn) gc(channel string, sc *subChan) {
-	if len(sc.watches) == 0 && sc.acked == sc.sent {
+	if len(sc.watches) == 0 && sc.lastSub == 0 && sc.acked == sc.sent {
 		delete(c.chans, channel)
 	}
 }
@@ -246,6 +337,7 @@ func (c *subConn) breakLocked(err error) {
 	c.err = err
 	close(c.dead)
 	for _, sc := range c.chans {
+		sc.stopLinger()
 		for w := range sc.watches {
 			w.removed = true
 			close(w.changed)
@@ -289,7 +381,11 @@ func (c *subConn) handle(msg any) {
 	switch m := msg.(type) {
 	case *goredis.Message:
 		if sc := c.chans[m.Channel]; sc != nil {
+			to := addressed(m.Payload)
 			for w := range sc.watches {
+				if to != "" && w.owner != "" && w.owner != to {
+					continue // woken only when it is this waiter's turn
+				}
 				select {
 				case w.changed <- struct{}{}:
 				default:
@@ -321,6 +417,7 @@ func (c *subConn) handle(msg any) {
 			}
 			sc.watches = map[*watch]struct{}{}
 			sc.lastSub = 0
+			sc.stopLinger()
 		}
 		c.gc(m.Channel, sc)
 	}
@@ -330,6 +427,8 @@ func (c *subConn) handle(msg any) {
 type watch struct {
 	c       *subConn
 	channel string
+	owner   string // hears only messages addressed to it (or to nobody); "" hears all
+	linger  bool   // the last watch's removal lets the subscription linger
 	need    uint64        // confirmed when the channel's acked reaches need
 	ready   chan struct{} // closed when confirmed
 	changed chan struct{} // a release was published; closed when broken
@@ -343,4 +442,20 @@ func (w *watch) Changed() <-chan struct{} { return w.changed }
 func (w *watch) Close() error {
 	w.c.remove(w)
 	return nil
+}
+
+// addressed returns the owner a release message wakes, or "" for a message
+// meant for every waiter (a release with nobody queued, a break, a release
+// by an older version). Owners are 32 hex digits (driver.Request.Owner).
+func addressed(payload string) string {
+	if len(payload) != 32 {
+		return ""
+	}
+	for i := 0; i < len(payload); i++ {
+		c := payload[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') && (c < 'A' || c > 'F') {
+			return ""
+		}
+	}
+	return payload
 }

@@ -1,21 +1,59 @@
 -- Release a lock if, and only if, it is still held by the given owner, and
--- announce the release to waiters.
+-- announce the release to waiters; with a queue, also leave the queue.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the release channel (same hash slot on a Cluster); optional
+-- KEYS[3]  optional, with KEYS[2]: the lock's queue (see queue.lua)
+-- KEYS[4]  with KEYS[3]: the queue's deadlines
 -- ARGV[1]  the owner
 -- ARGV[2]  how to announce: 'PUBLISH', 'SPUBLISH' (sharded pub/sub), or ''
 --          for no announcement
--- ARGV[3]  the message to publish
+-- ARGV[3]  the message to publish when nobody is queued
 --
 -- Replies 1 when the lock was released, 0 when it was not the owner's (it
--- expired, or it is someone else's now): then nothing is changed. A lock key
--- holding another type is a WRONGTYPE error, and nothing is changed.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return 0
+-- expired, or it is someone else's now): then the lock is not changed. A
+-- lock key holding another type is a WRONGTYPE error, and nothing is
+-- changed.
+--
+-- With the queue keys, the owner's queue entry (a waiter that gives up, or
+-- an acquire whose reply was lost) is removed too, and when the lock is
+-- free afterwards and this changed who may take it, only the first live
+-- waiter is woken: the message is its owner. With nobody queued, ARGV[3]
+-- is published, for waiters that do not queue.
+local value = redis.call('GET', KEYS[1])
+local released = value == ARGV[1]
+if released then
+  redis.call('DEL', KEYS[1])
 end
-redis.call('DEL', KEYS[1])
-if KEYS[2] and (ARGV[2] == 'PUBLISH' or ARGV[2] == 'SPUBLISH') then
-  redis.call(ARGV[2], KEYS[2], ARGV[3] or '')
+local announce = KEYS[2] and (ARGV[2] == 'PUBLISH' or ARGV[2] == 'SPUBLISH')
+if not KEYS[3] then
+  if released and announce then
+    redis.call(ARGV[2], KEYS[2], ARGV[3] or '')
+  end
+  return released and 1 or 0
 end
-return 1
+local wasFirst = false
+if redis.call('HDEL', KEYS[4], ARGV[1]) == 1 then
+  wasFirst = redis.call('LINDEX', KEYS[3], 0) == ARGV[1]
+  redis.call('LREM', KEYS[3], 0, ARGV[1])
+end
+if not (released or (wasFirst and not value)) then
+  return released and 1 or 0
+end
+-- The lock is free: wake the first live waiter, dropping dead ones.
+local now = redis.call('TIME')
+local nowms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local head = redis.call('LINDEX', KEYS[3], 0)
+while head do
+  local d = tonumber(redis.call('HGET', KEYS[4], head))
+  if d and d > nowms then
+    break
+  end
+  redis.call('LPOP', KEYS[3])
+  redis.call('HDEL', KEYS[4], head)
+  head = redis.call('LINDEX', KEYS[3], 0)
+end
+if announce then
+  redis.call(ARGV[2], KEYS[2], head or ARGV[3] or '')
+end
+return released and 1 or 0
