@@ -427,8 +427,8 @@ func (c *subConn) handle(msg any) {
 type watch struct {
 	c       *subConn
 	channel string
-	owner   string // hears only messages addressed to it (or to nobody); "" hears all
-	linger  bool   // the last watch's removal lets the subscription linger
+	owner   string        // hears only messages addressed to it (or to nobody); "" hears all
+	linger  bool          // the last watch's removal lets the subscription linger
 	need    uint64        // confirmed when the channel's acked reaches need
 	ready   chan struct{} // closed when confirmed
 	changed chan struct{} // a release was published; closed when broken
