@@ -209,14 +209,20 @@ func (d *redisDriver) newState(req driver.Request) *state {
 
 // Acquire waits in the key's queue on the server (queue.lua): each attempt
 // that is not granted the lock joins the queue, or refreshes the entry's
-// deadline, one lease from now. A release wakes only the first waiter in
-// line, by a message addressed to its owner on the key's release channel;
-// the others sleep until their turn, or until the first waiter's entry
-// would run out (a waiter that died), or until their own entry needs a
-// refresh (every TTL/3). A wait that ends without the lock (ctx, Close, an
-// error) removes its entry before it returns (and, if the server cannot be
-// reached, in the background; the entry runs out by itself within a lease
-// anyway).
+// deadline, one lease from now. A release hands the lock to the first
+// waiter in line and tells it so, with its token, by a message addressed to
+// its owner on the key's release channel (release.lua); the others sleep
+// until their turn, or until the first waiter's entry would run out (a
+// waiter that died), or until their own entry needs a refresh (every
+// TTL/3). A waiter that misses the message finds the lock its own at its
+// next attempt. A wait that ends without the lock (ctx, Close, an error)
+// removes its entry, or releases a lock granted meanwhile, before it
+// returns (and, if the server cannot be reached, in the background; the
+// entry runs out by itself within a lease anyway).
+//
+// The hold's validity window starts when the last attempt that was refused
+// was sent: a grant happens after that attempt ran, and lasts until the
+// entry it refreshed would have run out, one lease after it ran.
 func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.Hold, error) {
 	if err := d.check(ctx); err != nil {
 		return driver.Hold{}, err
@@ -248,11 +254,17 @@ func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.H
 		}
 		return driver.Hold{}, err
 	}
+	var since time.Time // when the last refused attempt was sent
 	for {
 		sent := time.Now()
 		h, err := d.attempt(ctx, st, req.Meta, true)
 		if err == nil {
-			h.Since = sent
+			// The lock may have been granted by a release before this
+			// attempt ran: count from the last refusal.
+			if since.IsZero() {
+				since = sent
+			}
+			h.Since = since
 			return h, nil
 		}
 		var held *driver.HeldError
@@ -262,6 +274,7 @@ func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.H
 			return giveUp(err)
 		}
 		queued = true
+		since = sent
 		if w == nil {
 			if w, err = d.subs.watch(ctx, st.names.channel, st.owner, true); err != nil {
 				w = nil
@@ -283,6 +296,10 @@ func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.H
 			if !ok { // the subscription broke: make a new one
 				_ = w.Close()
 				w = nil
+				continue
+			}
+			if token := w.granted(); token != 0 {
+				return d.granted(ctx, st, token, since)
 			}
 		case <-timer.C:
 		case <-ctx.Done():
@@ -291,6 +308,15 @@ func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.H
 			return giveUp(driver.ErrClosed)
 		}
 	}
+}
+
+// granted returns the hold a release handed to st with token.
+func (d *redisDriver) granted(ctx context.Context, st *state, token uint64, since time.Time) (driver.Hold, error) {
+	if err := d.recheck(ctx); err != nil {
+		d.leave(ctx, st)
+		return driver.Hold{}, err
+	}
+	return driver.Hold{Token: token, TTL: time.Duration(st.ttlMs) * time.Millisecond, Since: since, State: st}, nil
 }
 
 // leaveTimeout bounds the removal of a queue entry when a wait ends.
@@ -450,7 +476,9 @@ func (d *redisDriver) Release(ctx context.Context, h driver.Hold) error {
 }
 
 func (d *redisDriver) release(ctx context.Context, st *state) error {
-	keys, args := redislua.ReleaseQueueArgs(st.names.queueKeys(), st.owner, d.publish, releaseMessage)
+	// With WaitReplicas, a waiter takes the lock itself, so that its own
+	// acquire is the write it waits on.
+	keys, args := redislua.ReleaseQueueArgs(st.names.queueKeys(), st.owner, d.publish, releaseMessage, d.cfg.WaitReplicas <= 0)
 	v, err := redislua.Release.Run(ctx, d.client, keys, args...).Result()
 	if err != nil {
 		return d.mapErr(err)

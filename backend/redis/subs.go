@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -381,10 +384,13 @@ func (c *subConn) handle(msg any) {
 	switch m := msg.(type) {
 	case *goredis.Message:
 		if sc := c.chans[m.Channel]; sc != nil {
-			to := addressed(m.Payload)
+			to, token := addressed(m.Payload)
 			for w := range sc.watches {
 				if to != "" && w.owner != "" && w.owner != to {
 					continue // woken only when it is this waiter's turn
+				}
+				if token != 0 && w.owner == to {
+					w.token.Store(token)
 				}
 				select {
 				case w.changed <- struct{}{}:
@@ -429,6 +435,7 @@ type watch struct {
 	channel string
 	owner   string        // hears only messages addressed to it (or to nobody); "" hears all
 	linger  bool          // the last watch's removal lets the subscription linger
+	token   atomic.Uint64 // the fencing token of a lock a release granted to owner
 	need    uint64        // confirmed when the channel's acked reaches need
 	ready   chan struct{} // closed when confirmed
 	changed chan struct{} // a release was published; closed when broken
@@ -439,23 +446,37 @@ var _ driver.Watch = (*watch)(nil)
 
 func (w *watch) Changed() <-chan struct{} { return w.changed }
 
+// granted returns the token of the lock a release handed to the watch's
+// owner, 0 when none was.
+func (w *watch) granted() uint64 { return w.token.Load() }
+
 func (w *watch) Close() error {
 	w.c.remove(w)
 	return nil
 }
 
-// addressed returns the owner a release message wakes, or "" for a message
-// meant for every waiter (a release with nobody queued, a break, a release
-// by an older version). Owners are 32 hex digits (driver.Request.Owner).
-func addressed(payload string) string {
-	if len(payload) != 32 {
-		return ""
+// addressed returns the owner a release message wakes, and the fencing
+// token of the lock it was granted (0 for a wake-up only), or "" for a
+// message meant for every waiter (a release with nobody queued, a break, a
+// release by an older version). Messages are "owner" or "owner:token";
+// owners are 32 hex digits (driver.Request.Owner).
+func addressed(payload string) (string, uint64) {
+	owner, token, grant := strings.Cut(payload, ":")
+	if len(owner) != 32 {
+		return "", 0
 	}
-	for i := 0; i < len(payload); i++ {
-		c := payload[i]
+	for i := 0; i < len(owner); i++ {
+		c := owner[i]
 		if (c < '0' || c > '9') && (c < 'a' || c > 'f') && (c < 'A' || c > 'F') {
-			return ""
+			return "", 0
 		}
 	}
-	return payload
+	if !grant {
+		return owner, 0
+	}
+	n, err := strconv.ParseUint(token, 10, 64)
+	if err != nil {
+		return "", 0
+	}
+	return owner, n
 }

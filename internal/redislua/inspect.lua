@@ -42,7 +42,8 @@ if KEYS[5] then
   local q = redis.pcall('LRANGE', KEYS[5], 0, -1)
   if type(q) == 'table' and not q.err then
     for _, w in ipairs(q) do
-      local d = tonumber(redis.pcall('HGET', KEYS[6], w))
+      local e = redis.pcall('HGET', KEYS[6], w)
+      local d = type(e) == 'string' and tonumber(string.match(e, '^%d+'))
       if d and d > nowms then
         waiters = waiters + 1
         first = first or w

@@ -5,8 +5,10 @@
 -- KEYS[2]  the fencing counter of that lock
 -- KEYS[3]  the hold metadata key
 -- KEYS[4]  the queue: a list of waiting owners, first in line first
--- KEYS[5]  the queue's deadlines: a hash, owner -> server time in ms after
---          which the entry is dropped unless its waiter refreshed it
+-- KEYS[5]  the queue's entries: a hash, owner -> "deadline:ttl:meta",
+--          deadline the server time in ms after which the entry is dropped
+--          unless its waiter refreshed it, ttl and meta the waiter's lease
+--          and description (for release.lua to grant it the lock)
 -- KEYS[6]  the release channel, on which the first waiter is woken
 -- (all keys in one hash slot on a Cluster)
 -- ARGV[1]  the owner: a value unique to this hold (and to this wait)
@@ -69,7 +71,7 @@ while head do
   if type(d) == 'table' then
     return notalock(KEYS[5], 'a lock queue')
   end
-  d = tonumber(d)
+  d = d and tonumber(string.match(d, '^%d+'))
   if d and d > nowms then
     headDeadline = d
     break
@@ -111,18 +113,15 @@ if value then
 end
 if ARGV[4] == 'QUEUE' then
   local ttl = tonumber(ARGV[2])
-  if redis.call('HSET', KEYS[5], owner, nowms + ttl) == 1 then
+  if redis.call('HSET', KEYS[5], owner, (nowms + ttl) .. ':' .. ttl .. ':' .. (ARGV[3] or '')) == 1 then
     redis.call('RPUSH', KEYS[4], owner)
     if not head then
       head = owner
     end
   end
-  -- The queue outlives its last live entry by at most one lease.
-  for i = 4, 5 do
-    if redis.call('PTTL', KEYS[i]) < ttl then
-      redis.call('PEXPIRE', KEYS[i], ttl)
-    end
-  end
+  -- The queue outlives its last refreshed entry by one lease.
+  redis.call('PEXPIRE', KEYS[4], ttl)
+  redis.call('PEXPIRE', KEYS[5], ttl)
 end
 if pruned and not value and head and head ~= owner and (ARGV[5] == 'PUBLISH' or ARGV[5] == 'SPUBLISH') then
   -- A dead waiter stood first: wake the live one behind it.

@@ -79,11 +79,20 @@ func QueueArgs(k QueueKeys, owner string, ttlMs int64, meta string, join bool, p
 	return []string{k.Lock, k.Fence, k.Meta, k.Queue, k.Deadlines, k.Channel}, []any{owner, ttlMs, meta, mode, publish}
 }
 
+// Grant is Release's ARGV[4] that hands a freed lock to the first live
+// waiter.
+const Grant = "GRANT"
+
 // ReleaseQueueArgs returns Release's keys and arguments for a lock with a
 // queue: the owner's queue entry is removed too, and the first live waiter
-// (or, with nobody queued, message) is announced with publish.
-func ReleaseQueueArgs(k QueueKeys, owner, publish, message string) ([]string, []any) {
-	return []string{k.Lock, k.Channel, k.Queue, k.Deadlines}, []any{owner, publish, message}
+// (or, with nobody queued, message) is announced with publish; with grant,
+// the lock is handed to that waiter and the message is "owner:token".
+func ReleaseQueueArgs(k QueueKeys, owner, publish, message string, grant bool) ([]string, []any) {
+	mode := ""
+	if grant {
+		mode = Grant
+	}
+	return []string{k.Lock, k.Channel, k.Queue, k.Deadlines, k.Fence, k.Meta}, []any{owner, publish, message, mode}
 }
 
 // InspectQueueArgs returns Inspect's keys and arguments for a lock with a

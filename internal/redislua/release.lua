@@ -4,11 +4,15 @@
 -- KEYS[1]  the lock key
 -- KEYS[2]  the release channel (same hash slot on a Cluster); optional
 -- KEYS[3]  optional, with KEYS[2]: the lock's queue (see queue.lua)
--- KEYS[4]  with KEYS[3]: the queue's deadlines
+-- KEYS[4]  with KEYS[3]: the queue's entries
+-- KEYS[5]  with KEYS[3]: the fencing counter
+-- KEYS[6]  with KEYS[3]: the hold metadata key
 -- ARGV[1]  the owner
 -- ARGV[2]  how to announce: 'PUBLISH', 'SPUBLISH' (sharded pub/sub), or ''
 --          for no announcement
 -- ARGV[3]  the message to publish when nobody is queued
+-- ARGV[4]  with the queue keys: 'GRANT' to hand the lock to the first live
+--          waiter, '' to only wake it
 --
 -- Replies 1 when the lock was released, 0 when it was not the owner's (it
 -- expired, or it is someone else's now): then the lock is not changed. A
@@ -18,8 +22,15 @@
 -- With the queue keys, the owner's queue entry (a waiter that gives up, or
 -- an acquire whose reply was lost) is removed too, and when the lock is
 -- free afterwards and this changed who may take it, only the first live
--- waiter is woken: the message is its owner. With nobody queued, ARGV[3]
--- is published, for waiters that do not queue.
+-- waiter hears of it. With GRANT, the lock is that waiter's at once: set
+-- to its owner with its description and a fencing token as queue.lua
+-- makes one, for as long as its queue entry would have lived (its last
+-- refresh plus its lease, so that the waiter's validity window, which it
+-- counts from the sending of that refresh, ends first), the entry is
+-- removed, and the message is "owner:token". Without GRANT (or with a
+-- counter that is not an integer) the message is the owner, and the waiter
+-- takes the lock with queue.lua. With nobody queued, ARGV[3] is published,
+-- for waiters that do not queue.
 local value = redis.call('GET', KEYS[1])
 local released = value == ARGV[1]
 if released then
@@ -44,8 +55,10 @@ end
 local now = redis.call('TIME')
 local nowms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 local head = redis.call('LINDEX', KEYS[3], 0)
+local entry
 while head do
-  local d = tonumber(redis.call('HGET', KEYS[4], head))
+  entry = redis.call('HGET', KEYS[4], head)
+  local d = entry and tonumber(string.match(entry, '^%d+'))
   if d and d > nowms then
     break
   end
@@ -53,7 +66,31 @@ while head do
   redis.call('HDEL', KEYS[4], head)
   head = redis.call('LINDEX', KEYS[3], 0)
 end
+if not head then
+  if announce then
+    redis.call(ARGV[2], KEYS[2], ARGV[3] or '')
+  end
+  return released and 1 or 0
+end
+local message = head
+if ARGV[4] == 'GRANT' then
+  local d, meta = string.match(entry, '^(%d+):%d+:(.*)$')
+  local n = d and redis.pcall('INCR', KEYS[5])
+  if d and type(n) ~= 'table' then
+    redis.call('SET', KEYS[1], head, 'PX', tonumber(d) - nowms)
+    redis.call('SET', KEYS[6], head .. '\n' .. meta)
+    redis.call('LPOP', KEYS[3])
+    redis.call('HDEL', KEYS[4], head)
+    local clock = now[1] .. string.format('%06d', tonumber(now[2]))
+    local token = redis.call('GET', KEYS[5])
+    if #token < #clock or (#token == #clock and token < clock) then
+      redis.call('SET', KEYS[5], clock)
+      token = clock
+    end
+    message = head .. ':' .. token
+  end
+end
 if announce then
-  redis.call(ARGV[2], KEYS[2], head or ARGV[3] or '')
+  redis.call(ARGV[2], KEYS[2], message)
 end
 return released and 1 or 0
