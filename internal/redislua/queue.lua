@@ -82,9 +82,19 @@ while head do
   head = redis.call('LINDEX', KEYS[4], 0)
 end
 if not value and (not head or head == owner) then
-  local n = redis.pcall('INCR', KEYS[2])
-  if type(n) == 'table' then
-    return redis.error_reply('NOTALOCK the fencing counter ' .. KEYS[2] .. ' is not an integer: ' .. tostring(n.err))
+  -- The clock, built as a string: Lua would print a large number in
+  -- exponent form.
+  local clock = now[1] .. string.format('%06d', tonumber(now[2]))
+  local token = redis.pcall('GET', KEYS[2])
+  if token and (type(token) ~= 'string' or not string.match(token, '^-?%d+$')) then
+    return redis.error_reply('NOTALOCK the fencing counter ' .. KEYS[2] .. ' is not an integer')
+  end
+  if not token or #token < #clock or (#token == #clock and token < clock) then
+    redis.call('SET', KEYS[2], clock)
+    token = clock
+  else
+    redis.call('INCR', KEYS[2])
+    token = redis.call('GET', KEYS[2])
   end
   redis.call('SET', KEYS[1], owner, 'PX', ARGV[2])
   -- Hold metadata: "owner\ndescription", read by inspect.lua only while
@@ -93,14 +103,6 @@ if not value and (not head or head == owner) then
   if head then
     redis.call('LPOP', KEYS[4])
     redis.call('HDEL', KEYS[5], owner)
-  end
-  -- The clock, built as a string: Lua would print a large number in
-  -- exponent form.
-  local clock = now[1] .. string.format('%06d', tonumber(now[2]))
-  local token = redis.call('GET', KEYS[2])
-  if #token < #clock or (#token == #clock and token < clock) then
-    redis.call('SET', KEYS[2], clock)
-    token = clock
   end
   return {1, tonumber(token)}
 end

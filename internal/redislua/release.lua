@@ -33,23 +33,25 @@
 -- for waiters that do not queue.
 local value = redis.call('GET', KEYS[1])
 local released = value == ARGV[1]
-if released then
-  redis.call('DEL', KEYS[1])
-end
 local announce = KEYS[2] and (ARGV[2] == 'PUBLISH' or ARGV[2] == 'SPUBLISH')
 if not KEYS[3] then
-  if released and announce then
-    redis.call(ARGV[2], KEYS[2], ARGV[3] or '')
+  if released then
+    redis.call('DEL', KEYS[1])
+    if announce then
+      redis.call(ARGV[2], KEYS[2], ARGV[3] or '')
+    end
   end
   return released and 1 or 0
 end
+-- A holder is never queued (its entry went when it took the lock): only
+-- an owner that does not hold the lock can have an entry to remove.
 local wasFirst = false
-if redis.call('HDEL', KEYS[4], ARGV[1]) == 1 then
+if not released and redis.call('HDEL', KEYS[4], ARGV[1]) == 1 then
   wasFirst = redis.call('LINDEX', KEYS[3], 0) == ARGV[1]
   redis.call('LREM', KEYS[3], 0, ARGV[1])
 end
 if not (released or (wasFirst and not value)) then
-  return released and 1 or 0
+  return 0
 end
 -- The lock is free: wake the first live waiter, dropping dead ones.
 local now = redis.call('TIME')
@@ -66,29 +68,31 @@ while head do
   redis.call('HDEL', KEYS[4], head)
   head = redis.call('LINDEX', KEYS[3], 0)
 end
-if not head then
-  if announce then
-    redis.call(ARGV[2], KEYS[2], ARGV[3] or '')
-  end
-  return released and 1 or 0
-end
-local message = head
-if ARGV[4] == 'GRANT' then
+local message = head or ARGV[3] or ''
+local granted = false
+if head and ARGV[4] == 'GRANT' then
   local d, meta = string.match(entry, '^(%d+):%d+:(.*)$')
-  local n = d and redis.pcall('INCR', KEYS[5])
-  if d and type(n) ~= 'table' then
+  -- The token, as queue.lua makes it: max(counter + 1, the clock).
+  local clock = now[1] .. string.format('%06d', tonumber(now[2]))
+  local token = redis.pcall('GET', KEYS[5])
+  if d and (not token or (type(token) == 'string' and string.match(token, '^-?%d+$'))) then
+    if not token or #token < #clock or (#token == #clock and token < clock) then
+      redis.call('SET', KEYS[5], clock)
+      token = clock
+    else
+      redis.call('INCR', KEYS[5])
+      token = redis.call('GET', KEYS[5])
+    end
     redis.call('SET', KEYS[1], head, 'PX', tonumber(d) - nowms)
     redis.call('SET', KEYS[6], head .. '\n' .. meta)
     redis.call('LPOP', KEYS[3])
     redis.call('HDEL', KEYS[4], head)
-    local clock = now[1] .. string.format('%06d', tonumber(now[2]))
-    local token = redis.call('GET', KEYS[5])
-    if #token < #clock or (#token == #clock and token < clock) then
-      redis.call('SET', KEYS[5], clock)
-      token = clock
-    end
     message = head .. ':' .. token
+    granted = true
   end
+end
+if released and not granted then
+  redis.call('DEL', KEYS[1])
 end
 if announce then
   redis.call(ARGV[2], KEYS[2], message)
