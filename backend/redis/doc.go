@@ -6,36 +6,60 @@
 //
 // # How a lock works
 //
-//   - Acquire: one Lua script does SET key owner NX PX ttl and, when that
-//     succeeds, sets the key's fencing counter to max(counter + 1, server
-//     TIME in microseconds); the new value is the fencing token. When the
-//     key is held the script returns the holder's remaining PTTL, so
-//     waiters know when the lease would run out.
+//   - Acquire: one Lua script sets the lock to the owner with PX ttl if the
+//     key is free and nobody live is queued before this owner, and sets the
+//     key's fencing counter to max(counter + 1, server TIME in
+//     microseconds); the new value is the fencing token. Otherwise a Lock
+//     joins the key's queue in the same script (TryLock does not), and the
+//     script returns how long until that changes by itself (the holder's
+//     remaining PTTL, or the first waiter's deadline).
+//   - The queue: a list of waiting owners, first in line first, and a hash
+//     of their entries, each with a deadline one lease after the waiter's
+//     last attempt. Every script drops entries whose deadline has passed
+//     from the head of the line, so a waiter that died (killed,
+//     partitioned) holds the line for at most its TTL; a live waiter
+//     refreshes its entry every TTL/3. A Lock that gives up (its context,
+//     Close, an error) removes its entry before it returns, or in the
+//     background if the server cannot be reached.
 //   - Release: a Lua compare-and-delete (only if the key still holds this
-//     hold's owner value), which then publishes on the key's release channel.
-//     A holder whose lease expired and was taken over can therefore never
-//     delete its successor's lock.
+//     hold's owner value). When someone is queued, the same script hands
+//     the lock to the first live waiter (with a token made as above, for as
+//     long as that waiter's entry would have lived) and publishes
+//     "owner:token" on the key's release channel: only that waiter wakes,
+//     and it needs no round trip to take the lock. A holder whose lease
+//     expired and was taken over can never delete its successor's lock.
 //   - Renew: a Lua compare-and-PEXPIRE, called by dlock's watchdog about
 //     every TTL/3.
 //   - Waiting: the waiters of a Locker share one pub/sub connection (on a
 //     Cluster with Redis 7, one per master, with sharded pub/sub:
-//     SSUBSCRIBE/SPUBLISH). A waiter is woken by the release message, or by
-//     its timer at the holder's remaining lease, since expiry publishes
-//     nothing. There is no polling at a fixed interval.
+//     SSUBSCRIBE/SPUBLISH); a message addressed to another Locker's waiter
+//     wakes nobody here. A waiter is woken by its grant, or by its timer at
+//     the holder's remaining lease (expiry publishes nothing), at the first
+//     waiter's deadline, or at its own refresh. There is no polling at a
+//     fixed interval. A key's subscription stays 10 s after its last
+//     waiting Lock, so that a key contended again needs no new SUBSCRIBE.
+//   - The validity window of a granted hold starts when the waiter sent its
+//     last attempt that was refused: the grant happened after that attempt
+//     ran, and the lock it sets lasts until that attempt's entry would have
+//     run out, one lease after it ran.
 //
 // The scripts are embedded from internal/redislua and run with EVALSHA,
 // falling back to EVAL when the server does not have them cached.
 //
 // # Keys
 //
-// A user key K under prefix P becomes four Redis names with one hash tag,
+// A user key K under prefix P becomes these Redis names with one hash tag,
 // so that they live in one Cluster slot:
 //
-//	{P:K'}:lock     the lock: value = owner of the hold, expiry = the lease
-//	{P:K'}:fence    the fencing counter (never expires)
-//	{P:K'}:meta     "owner\ndescription" of the last hold (dlock.WithOwner),
-//	                written by the acquire script; never expires
-//	{P:K'}:release  the channel releases are published on
+//	{P:K'}:lock       the lock: value = owner of the hold, expiry = the lease
+//	{P:K'}:fence      the fencing counter (never expires)
+//	{P:K'}:meta       "owner\ndescription" of the last hold (dlock.WithOwner),
+//	                  written by the acquire script; never expires
+//	{P:K'}:queue      the waiting owners, first in line first (a list)
+//	{P:K'}:deadlines  owner -> "deadline-ms:ttl-ms:description" (a hash);
+//	                  both queue keys expire one lease after the last
+//	                  waiter's last attempt
+//	{P:K'}:release    the channel releases and grants are published on
 //
 // K' is K with '%', '{' and '}' percent-encoded, so that the mapping is
 // injective and a brace in a key cannot move the hash tag. LockKey gives the
@@ -48,10 +72,10 @@
 // Inspect runs one read-only script on the lock's node: the lock's owner
 // and PTTL, the counter (the holder's token: it only moves when a lock is
 // granted) and the metadata, shown only while the owner it names holds the
-// lock. Waiters is -1: Redis keeps no queue. Break runs the same script in
-// its breaking mode: it deletes the lock and its metadata, whoever holds
-// them, keeps the counter (so the next token is higher) and publishes a
-// release so that waiters try at once. The broken holder's next renewal
+// lock, and Waiters, the live entries of the key's queue. Break runs the
+// same script in its breaking mode: it deletes the lock and its metadata,
+// whoever holds them, keeps the counter (so the next token is higher) and
+// the queue, and wakes the first waiter so that it tries at once. The broken holder's next renewal
 // (every TTL/3) finds the lock gone and reports ErrLockLost. On a Sentinel
 // setup the scripts run on the primary, as every other script does.
 //
@@ -155,9 +179,13 @@
 //     after 100 ms and 1 s in case a stalled server runs the request late.
 //     This is best effort: a server that stalls longer keeps that lock
 //     until its TTL runs out (nobody holds it; it only delays others).
-//   - Across Lockers (processes) waiters are not queued: a release wakes
-//     one waiter per Locker and the first to ask wins. Within a Locker,
-//     waiters for one key are served one at a time by dlock.
+//   - Waiters are served in the order they queued on the server, across
+//     Lockers and processes (TestQueueFIFO); within a Locker, waiters for
+//     one key are served one at a time by dlock, so a Locker has at most
+//     one queue entry per key. A Locker of a version before the queue
+//     ignores it (it takes a free key whoever waits), so mixed versions on
+//     one key lose the order, not exclusion (by construction: every
+//     script sets the lock only when it is free; not tested).
 //
 // A value that this backend did not write at a lock key (a hash, a string
 // without expiry) is reported as ErrNotALock; nothing is changed.
