@@ -54,10 +54,12 @@ if not (released or (wasFirst and not value)) then
   return 0
 end
 -- The lock is free: wake the first live waiter, dropping dead ones.
-local now = redis.call('TIME')
-local nowms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 local head = redis.call('LINDEX', KEYS[3], 0)
-local entry
+local now, nowms, entry
+if head then
+  now = redis.call('TIME')
+  nowms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+end
 while head do
   entry = redis.call('HGET', KEYS[4], head)
   local d = entry and tonumber(string.match(entry, '^%d+'))
