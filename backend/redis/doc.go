@@ -25,15 +25,16 @@
 //     hold's owner value). When someone is queued, the same script hands
 //     the lock to the first live waiter (with a token made as above, for as
 //     long as that waiter's entry would have lived) and publishes
-//     "owner:token" on the key's release channel: only that waiter wakes,
-//     and it needs no round trip to take the lock. A holder whose lease
-//     expired and was taken over can never delete its successor's lock.
+//     "owner:token" on that waiter's Locker's own channel of the key (see
+//     Keys): only that waiter, in one process, wakes, and it needs no
+//     round trip to take the lock. A holder whose lease expired and was
+//     taken over can never delete its successor's lock.
 //   - Renew: a Lua compare-and-PEXPIRE, called by dlock's watchdog about
 //     every TTL/3.
 //   - Waiting: the waiters of a Locker share one pub/sub connection (on a
 //     Cluster with Redis 7, one per master, with sharded pub/sub:
-//     SSUBSCRIBE/SPUBLISH); a message addressed to another Locker's waiter
-//     wakes nobody here. A waiter is woken by its grant, or by its timer at
+//     SSUBSCRIBE/SPUBLISH), each Locker on its own channel of the key. A
+//     waiter is woken by its grant, or by its timer at
 //     the holder's remaining lease (expiry publishes nothing), at the first
 //     waiter's deadline, or at its own refresh. There is no polling at a
 //     fixed interval. A key's subscription stays 10 s after its last
@@ -56,10 +57,14 @@
 //	{P:K'}:meta       "owner\ndescription" of the last hold (dlock.WithOwner),
 //	                  written by the acquire script; never expires
 //	{P:K'}:queue      the waiting owners, first in line first (a list)
-//	{P:K'}:deadlines  owner -> "deadline-ms:ttl-ms:description" (a hash);
+//	{P:K'}:deadlines  owner -> "deadline-ms:ttl-ms:I:description" (a hash);
 //	                  both queue keys expire one lease after the last
 //	                  waiter's last attempt
-//	{P:K'}:release    the channel releases and grants are published on
+//	{P:K'}:release    the channel releases are published on when nobody
+//	                  is queued, and breaks with nobody queued
+//	{P:K'}:release:I  Locker I's own channel of the key (I: 16 random hex
+//	                  digits per Locker), on which its queued waiter is
+//	                  woken and granted the lock
 //
 // K' is K with '%', '{' and '}' percent-encoded, so that the mapping is
 // injective and a brace in a key cannot move the hash tag. LockKey gives the

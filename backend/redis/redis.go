@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -126,6 +128,10 @@ type redisDriver struct {
 	publish   string // redislua.Publish or redislua.ShardedPublish
 	subs      *subscriptions
 	policy    *policyWatch // when to read maxmemory-policy again
+	// inbox names this Locker's own channel of each key
+	// ({...}:release:inbox), on which its queued waiter is woken: a
+	// release wakes one process, not every one subscribed to the key.
+	inbox string
 
 	bg       context.Context // background cleanups; cancelled by Close
 	bgCancel context.CancelFunc
@@ -163,6 +169,7 @@ func newDriver(ctx context.Context, client goredis.UniversalClient, cfg Config, 
 		cfg:       cfg,
 		publish:   redislua.Publish,
 		policy:    newPolicyWatch(info),
+		inbox:     newInbox(),
 		closed:    make(chan struct{}),
 	}
 	d.policy.watchDials(ctx, client)
@@ -176,6 +183,13 @@ func newDriver(ctx context.Context, client goredis.UniversalClient, cfg Config, 
 	d.subs = newSubscriptions(client, cluster)
 	d.bg, d.bgCancel = context.WithCancel(context.Background())
 	return d, nil
+}
+
+// newInbox returns a random inbox name (16 hex digits).
+func newInbox() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // state is what a Hold carries between TryAcquire, Renew and Release.
@@ -232,7 +246,8 @@ func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.H
 	// A channel still subscribed (a key contended a moment ago) is joined
 	// before the first attempt: no release after it can be missed, and no
 	// SUBSCRIBE is needed.
-	w := d.subs.joinLive(ctx, st.names.channel, st.owner)
+	channel := redislua.InboxChannel(st.names.channel, d.inbox)
+	w := d.subs.joinLive(ctx, channel, st.owner)
 	var (
 		queued bool // an attempt queued st.owner
 		timer  *time.Timer
@@ -276,7 +291,7 @@ func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.H
 		queued = true
 		since = sent
 		if w == nil {
-			if w, err = d.subs.watch(ctx, st.names.channel, st.owner, true); err != nil {
+			if w, err = d.subs.watch(ctx, channel, st.owner, true); err != nil {
 				w = nil
 				if !errors.Is(err, driver.ErrClosed) {
 					err = d.mapErr(err)
@@ -336,7 +351,7 @@ func (d *redisDriver) leave(ctx context.Context, st *state) {
 // attempt runs queue.lua once for st: join says whether an owner that is
 // not granted the lock joins (or stays in) the queue.
 func (d *redisDriver) attempt(ctx context.Context, st *state, meta string, join bool) (driver.Hold, error) {
-	keys, args := redislua.QueueArgs(st.names.queueKeys(), st.owner, st.ttlMs, meta, join, d.publish)
+	keys, args := redislua.QueueArgs(st.names.queueKeys(), st.owner, st.ttlMs, meta, join, d.publish, d.inbox)
 	v, acks, err := d.run(ctx, redislua.Queue, keys, args)
 	if err != nil {
 		if !serverError(err) {

@@ -34,7 +34,7 @@ local counter = redis.pcall('GET', KEYS[2])
 if type(counter) ~= 'string' then
   counter = '0'
 end
-local waiters, first
+local waiters, first, firstEntry
 if KEYS[5] then
   waiters = 0
   local now = redis.call('TIME')
@@ -46,7 +46,9 @@ if KEYS[5] then
       local d = type(e) == 'string' and tonumber(string.match(e, '^%d+'))
       if d and d > nowms then
         waiters = waiters + 1
-        first = first or w
+        if not first then
+          first, firstEntry = w, e
+        end
       end
     end
   end
@@ -70,7 +72,8 @@ end
 if ARGV[1] == 'BREAK' then
   redis.call('DEL', KEYS[1], KEYS[3])
   if KEYS[4] and (ARGV[2] == 'PUBLISH' or ARGV[2] == 'SPUBLISH') then
-    redis.call(ARGV[2], KEYS[4], first or ARGV[3] or '')
+    local inbox = firstEntry and string.match(firstEntry, '^%d+:%d+:([^:]*):') or ''
+    redis.call(ARGV[2], inbox ~= '' and (KEYS[4] .. ':' .. inbox) or KEYS[4], first or ARGV[3] or '')
   end
 end
 if waiters then

@@ -5,11 +5,13 @@
 -- KEYS[2]  the fencing counter of that lock
 -- KEYS[3]  the hold metadata key
 -- KEYS[4]  the queue: a list of waiting owners, first in line first
--- KEYS[5]  the queue's entries: a hash, owner -> "deadline:ttl:meta",
+-- KEYS[5]  the queue's entries: a hash, owner -> "deadline:ttl:inbox:meta",
 --          deadline the server time in ms after which the entry is dropped
 --          unless its waiter refreshed it, ttl and meta the waiter's lease
---          and description (for release.lua to grant it the lock)
--- KEYS[6]  the release channel, on which the first waiter is woken
+--          and description (for release.lua to grant it the lock), inbox
+--          the suffix of the waiter's own channel
+-- KEYS[6]  the release channel; a waiter is woken on KEYS[6]:inbox (the
+--          same hash slot), so that no other waiter hears of it
 -- (all keys in one hash slot on a Cluster)
 -- ARGV[1]  the owner: a value unique to this hold (and to this wait)
 -- ARGV[2]  the lease in milliseconds (a positive integer); also how long
@@ -18,6 +20,8 @@
 -- ARGV[4]  'QUEUE' to join (or stay in) the queue when the lock is not
 --          granted; 'TRY' to change nothing then
 -- ARGV[5]  how to wake a waiter: 'PUBLISH', 'SPUBLISH' or ''
+-- ARGV[6]  the inbox of this waiter: letters and digits, no ':' (one per
+--          Locker: a Locker has at most one waiter per key)
 --
 -- Replies:
 --   {1, token}      acquired; token is strictly greater than every token
@@ -64,7 +68,7 @@ local head = redis.pcall('LINDEX', KEYS[4], 0)
 if type(head) == 'table' then
   return notalock(KEYS[4], 'a lock queue')
 end
-local headDeadline
+local headDeadline, headEntry
 local pruned = false
 while head do
   local d = redis.pcall('HGET', KEYS[5], head)
@@ -73,7 +77,7 @@ while head do
   end
   d = d and tonumber(string.match(d, '^%d+'))
   if d and d > nowms then
-    headDeadline = d
+    headDeadline, headEntry = d, redis.call('HGET', KEYS[5], head)
     break
   end
   redis.call('LPOP', KEYS[4])
@@ -115,7 +119,7 @@ if value then
 end
 if ARGV[4] == 'QUEUE' then
   local ttl = tonumber(ARGV[2])
-  if redis.call('HSET', KEYS[5], owner, (nowms + ttl) .. ':' .. ttl .. ':' .. (ARGV[3] or '')) == 1 then
+  if redis.call('HSET', KEYS[5], owner, (nowms + ttl) .. ':' .. ttl .. ':' .. (ARGV[6] or '') .. ':' .. (ARGV[3] or '')) == 1 then
     redis.call('RPUSH', KEYS[4], owner)
     if not head then
       head = owner
@@ -127,7 +131,8 @@ if ARGV[4] == 'QUEUE' then
 end
 if pruned and not value and head and head ~= owner and (ARGV[5] == 'PUBLISH' or ARGV[5] == 'SPUBLISH') then
   -- A dead waiter stood first: wake the live one behind it.
-  redis.call(ARGV[5], KEYS[6], head)
+  local inbox = headEntry and string.match(headEntry, '^%d+:%d+:([^:]*):') or ''
+  redis.call(ARGV[5], inbox ~= '' and (KEYS[6] .. ':' .. inbox) or KEYS[6], head)
 end
 local wait = pttl
 if head and head ~= owner and headDeadline and (not value or ARGV[4] == 'QUEUE') then

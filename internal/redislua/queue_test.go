@@ -25,7 +25,7 @@ func queueKeys(t *testing.T, c *goredis.Client) QueueKeys {
 
 func queueAttempt(t *testing.T, c *goredis.Client, k QueueKeys, owner string, ttl time.Duration, join bool) AcquireReply {
 	t.Helper()
-	keys, args := QueueArgs(k, owner, Millis(ttl), "meta of "+owner, join, Publish)
+	keys, args := QueueArgs(k, owner, Millis(ttl), "meta of "+owner, join, Publish, "inbox"+owner)
 	v, err := Queue.Run(context.Background(), c, keys, args...).Result()
 	if err != nil {
 		t.Fatalf("queue attempt by %s: %v", owner, err)
@@ -68,7 +68,7 @@ func tokenBy(t *testing.T, c *goredis.Client, k QueueKeys, how, owner string) ui
 	if r := queueAttempt(t, c, k, "holder-of-"+owner, time.Minute, false); !r.Acquired {
 		t.Fatalf("placeholder refused")
 	}
-	ps := c.Subscribe(ctx, k.Channel)
+	ps := c.Subscribe(ctx, InboxChannel(k.Channel, "inbox"+owner))
 	defer ps.Close()
 	if _, err := ps.Receive(ctx); err != nil {
 		t.Fatal(err)
@@ -217,5 +217,47 @@ func TestQueueOrderAndDeadlines(t *testing.T) {
 	}
 	if n := c.Exists(ctx, k.Lock).Val(); n != 0 {
 		t.Fatal("lock still set with nobody queued")
+	}
+}
+
+// A grant is published on the first waiter's own channel only: the other
+// waiters' channels, and the key's release channel, hear nothing.
+func TestGrantWakesOnlyTheFirstWaiter(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	k := queueKeys(t, c)
+	a, b := strings.Repeat("a", 32), strings.Repeat("b", 32)
+	if r := queueAttempt(t, c, k, "h", time.Minute, true); !r.Acquired {
+		t.Fatal("first attempt refused on a free key")
+	}
+	queueAttempt(t, c, k, a, time.Minute, true)
+	queueAttempt(t, c, k, b, time.Minute, true)
+	ps := c.Subscribe(ctx, k.Channel, InboxChannel(k.Channel, "inbox"+a), InboxChannel(k.Channel, "inbox"+b))
+	defer ps.Close()
+	for range 3 {
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !queueRelease(t, c, k, "h", true) {
+		t.Fatal("release failed")
+	}
+	msg, err := ps.ReceiveMessage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Channel != InboxChannel(k.Channel, "inbox"+a) || !strings.HasPrefix(msg.Payload, a+":") {
+		t.Fatalf("grant published %q on %s; want %s:token on the first waiter's channel", msg.Payload, msg.Channel, a)
+	}
+	// Nothing else was published: the next message is the PING's answer.
+	if err := ps.Ping(ctx, "end"); err != nil {
+		t.Fatal(err)
+	}
+	next, err := ps.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := next.(*goredis.Pong); !ok || p.Payload != "end" {
+		t.Fatalf("after the grant, also received %#v", next)
 	}
 }

@@ -50,8 +50,8 @@ var (
 	// owner}; error NOTALOCK.
 	Inspect = goredis.NewScript(inspectSrc)
 	// Queue: KEYS lock, fence, meta, queue, deadlines, channel; ARGV owner,
-	// ttl-ms, meta, QueueJoin or QueueTry, publish command. Replies {1,
-	// token} or {0, wait-ms}; error NOTALOCK.
+	// ttl-ms, meta, QueueJoin or QueueTry, publish command, inbox. Replies
+	// {1, token} or {0, wait-ms}; error NOTALOCK.
 	Queue = goredis.NewScript(queueSrc)
 )
 
@@ -69,15 +69,21 @@ type QueueKeys struct {
 
 // QueueArgs returns Queue's keys and arguments. With join, an owner that is
 // not granted the lock joins the queue (or refreshes its entry's deadline
-// to ttlMs from now); publish wakes a waiter that stands first once a dead
-// one before it was dropped.
-func QueueArgs(k QueueKeys, owner string, ttlMs int64, meta string, join bool, publish string) ([]string, []any) {
+// to ttlMs from now) and is woken on InboxChannel(k.Channel, inbox);
+// publish wakes a waiter that stands first once a dead one before it was
+// dropped.
+func QueueArgs(k QueueKeys, owner string, ttlMs int64, meta string, join bool, publish, inbox string) ([]string, []any) {
 	mode := QueueTry
 	if join {
 		mode = QueueJoin
 	}
-	return []string{k.Lock, k.Fence, k.Meta, k.Queue, k.Deadlines, k.Channel}, []any{owner, ttlMs, meta, mode, publish}
+	return []string{k.Lock, k.Fence, k.Meta, k.Queue, k.Deadlines, k.Channel}, []any{owner, ttlMs, meta, mode, publish, inbox}
 }
+
+// InboxChannel is the channel a queued waiter with inbox is woken on: the
+// release channel's name (so the same hash slot) and ":inbox". An inbox is
+// letters and digits.
+func InboxChannel(channel, inbox string) string { return channel + ":" + inbox }
 
 // Grant is Release's ARGV[4] that hands a freed lock to the first live
 // waiter.

@@ -27,7 +27,8 @@
 -- makes one, for as long as its queue entry would have lived (its last
 -- refresh plus its lease, so that the waiter's validity window, which it
 -- counts from the sending of that refresh, ends first), the entry is
--- removed, and the message is "owner:token". Without GRANT (or with a
+-- removed, and the message is "owner:token", published on the waiter's
+-- own channel (KEYS[2]:inbox, see queue.lua). Without GRANT (or with a
 -- counter that is not an integer) the message is the owner, and the waiter
 -- takes the lock with queue.lua. With nobody queued, ARGV[3] is published,
 -- for waiters that do not queue.
@@ -73,7 +74,7 @@ end
 local message = head or ARGV[3] or ''
 local granted = false
 if head and ARGV[4] == 'GRANT' then
-  local d, meta = string.match(entry, '^(%d+):%d+:(.*)$')
+  local d, meta = string.match(entry, '^(%d+):%d+:[^:]*:(.*)$')
   -- The token, as queue.lua makes it: max(counter + 1, the clock).
   local clock = now[1] .. string.format('%06d', tonumber(now[2]))
   local token = redis.pcall('GET', KEYS[5])
@@ -97,6 +98,8 @@ if released and not granted then
   redis.call('DEL', KEYS[1])
 end
 if announce then
-  redis.call(ARGV[2], KEYS[2], message)
+  -- To the first waiter's own channel only (see queue.lua).
+  local inbox = entry and string.match(entry, '^%d+:%d+:([^:]*):') or ''
+  redis.call(ARGV[2], (head and inbox ~= '') and (KEYS[2] .. ':' .. inbox) or KEYS[2], message)
 end
 return released and 1 or 0
