@@ -27,6 +27,7 @@ type topology struct {
 var topologies = []topology{
 	{"standalone", "DLOCK_REDIS_URL"},
 	{"cluster", "DLOCK_REDIS_CLUSTER_URL"},
+	{"sentinel", "DLOCK_REDIS_SENTINEL_URL"},
 }
 
 // eachTopology runs fn as a subtest per topology, with its endpoint.
