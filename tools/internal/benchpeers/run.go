@@ -66,7 +66,7 @@ type Result struct {
 	FairMax      int64    `json:"fair_max,omitempty"`
 	FairMin      int64    `json:"fair_min,omitempty"`
 	CmdsPerAcq   *float64 `json:"server_requests_per_acq,omitempty"`
-	UsecPerAcq   *float64 `json:"server_usec_per_acq,omitempty"` // Redis commandstats usec
+	UsecPerAcq   *float64 `json:"server_usec_per_acq,omitempty"`     // Redis commandstats usec
 	CPUPerAcq    *float64 `json:"server_cpu_usec_per_acq,omitempty"` // Redis main-thread CPU (INFO cpu), µs
 	RTPerAcq     *float64 `json:"round_trips_per_acq,omitempty"`
 	Overlaps     int      `json:"overlaps"` // contended: holds that began before the previous one ended
