@@ -236,7 +236,7 @@
 // Contended across processes, from the side-by-side harness (one key, each
 // worker its own OS process with its own client, 1 ms hold, 2 s per run,
 // medians of 3; Redis 7.0.15, the same shared 2-core machine at load
-// average 7-15 during the run):
+// average 5-15 during the run):
 //
 //	bin/benchpeers -reps 3 -duration 2s -scenarios contended -mem=false \
 //	    -systems "bare SET NX,dlock redis://,redsync Redlock,dlock redlock://"
@@ -244,18 +244,20 @@
 // with DLOCK_REDIS_URL and DLOCK_REDLOCK_URL set (make bench-peers runs the
 // same binary over every system and scenario):
 //
-//	workers  system            acq/s  wait p99  handoff p99  max/min  cmds/acq  µs/acq  RT/acq
-//	2        bare SET NX spin  605    42.7 ms   11.05 ms     649/485  4.2       49.1    2.15
-//	2        dlock redis://    567     6.7 ms    3.70 ms     567/567  21.0      221.1   2.01
-//	8        bare SET NX spin  583    236.9 ms   9.58 ms     218/94   5.0       41.2    3.04
-//	8        dlock redis://    456    46.9 ms    7.39 ms     115/114  23.1      220.3   2.03
-//	32       bare SET NX spin  354    795.9 ms  20.39 ms     48/9     10.0      68.5    7.99
-//	32       dlock redis://    552    89.7 ms    3.97 ms     35/34    23.3      201.5   2.08
+//	workers  system            acq/s  wait p99  handoff p99  max/min  cmds/acq  µs/acq  CPU µs/acq  RT/acq
+//	2        bare SET NX spin  604    62.8 ms    7.48 ms     761/491  4.2       53.7    150.1       2.15
+//	2        dlock redis://    584     6.3 ms    4.04 ms     585/582  21.0      210.9   269.1       2.01
+//	8        bare SET NX spin  638    220.9 ms   9.57 ms     235/88   5.0       46.5    167.7       3.02
+//	8        dlock redis://    530    36.8 ms    4.77 ms     133/132  23.1      212.4   262.8       2.02
+//	32       bare SET NX spin  364    912.8 ms  18.14 ms     48/6     9.8       54.6    308.3       7.80
+//	32       dlock redis://    495    113.9 ms   5.31 ms     32/30    23.3      267.7   341.0       2.09
 //
 // cmds/acq counts every command INFO commandstats reports, the scripts'
 // inner commands included, and µs/acq sums their usec (a script's usec
 // already includes its inner commands', so scripts are counted about a
-// third too high). Waiters queue on the server, so commands per
+// third too high, and a preempted server counts its wait); CPU µs/acq is
+// the server main thread's CPU time (INFO cpu), networking and pub/sub
+// included: 1.6x the bare lock's with 8 workers. Waiters queue on the server, so commands per
 // acquisition stay flat from 2 to 32 waiting Lockers (before the queue:
 // 15.7, 40.6 and 108 in BENCHMARKS.md, each release waking every Locker),
 // and so do round trips (two: the refused attempt that queues, and the
