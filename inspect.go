@@ -26,7 +26,7 @@ type Info struct {
 	// Owner is the holder's description (WithOwner).
 	Owner string
 	// Waiters is how many requests wait in the backend's queue for the
-	// key (etcd, ZooKeeper); -1 for a backend without a server-side queue.
+	// key (etcd, ZooKeeper, Redis); -1 for a backend without a server-side queue.
 	Waiters int
 }
 

@@ -20,7 +20,7 @@
 // A Locker may also implement, and the portable layer checks with a type
 // assertion:
 //
-//   - [Acquirer]: a blocking, queue-based acquire (etcd, ZooKeeper). When
+//   - [Acquirer]: a blocking, queue-based acquire (etcd, ZooKeeper, Redis). When
 //     present, dlock.Mutex.Lock calls it instead of looping over
 //     TryAcquire and Watch.
 //   - [Limiter]: the TTLs the backend can honour (etcd leases start at 2 s,
@@ -166,7 +166,7 @@ type Info struct {
 	// Meta is the holder's Request.Meta.
 	Meta string
 	// Waiters is how many requests wait in the backend's queue for the key
-	// (etcd, ZooKeeper); -1 for a backend without a server-side queue.
+	// (etcd, ZooKeeper, Redis); -1 for a backend without a server-side queue.
 	Waiters int
 }
 

@@ -27,6 +27,7 @@ type topology struct {
 var topologies = []topology{
 	{"standalone", "DLOCK_REDIS_URL"},
 	{"cluster", "DLOCK_REDIS_CLUSTER_URL"},
+	{"sentinel", "DLOCK_REDIS_SENTINEL_URL"},
 }
 
 // eachTopology runs fn as a subtest per topology, with its endpoint.
@@ -129,6 +130,8 @@ func harness(t testing.TB, endpoint string) conformance.Harness {
 		TTL: time.Second,
 		// Redis expires a key on access, to the millisecond.
 		ExpiryGrace: 50 * time.Millisecond,
+		// Waiting Locks queue in the key's :queue list.
+		Queue: true,
 	}
 }
 

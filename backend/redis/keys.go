@@ -3,23 +3,33 @@ package redis
 import (
 	"fmt"
 	"strings"
+
+	"github.com/dlock-go/dlock/internal/redislua"
 )
 
 // DefaultPrefix is the key prefix used when none is given.
 const DefaultPrefix = "dlock"
 
-// names are the Redis keys of one lock. All four share one Cluster hash
-// slot: they carry the same hash tag, {prefix:escaped-key}.
+// names are the Redis keys of one lock. All share one Cluster hash slot:
+// they carry the same hash tag, {prefix:escaped-key}.
 type names struct {
-	lock    string // the lock: value = owner, expiry = lease
-	fence   string // the fencing counter; never expires
-	channel string // where releases are published
-	meta    string // "owner\ndescription" of the last hold; never expires
+	lock      string // the lock: value = owner, expiry = lease
+	fence     string // the fencing counter; never expires
+	channel   string // where releases are published
+	meta      string // "owner\ndescription" of the last hold; never expires
+	queue     string // list of waiting owners, first in line first
+	deadlines string // hash owner -> server ms after which its queue entry is dropped
 }
 
 func keyNames(prefix, key string) names {
 	tag := "{" + prefix + ":" + escapeKey(key) + "}"
-	return names{lock: tag + ":lock", fence: tag + ":fence", channel: tag + ":release", meta: tag + ":meta"}
+	return names{lock: tag + ":lock", fence: tag + ":fence", channel: tag + ":release", meta: tag + ":meta",
+		queue: tag + ":queue", deadlines: tag + ":deadlines"}
+}
+
+// queueKeys are n for the queue-aware scripts.
+func (n names) queueKeys() redislua.QueueKeys {
+	return redislua.QueueKeys{Lock: n.lock, Fence: n.fence, Meta: n.meta, Queue: n.queue, Deadlines: n.deadlines, Channel: n.channel}
 }
 
 // LockKey returns the Redis key that holds the lock on key under prefix, for
@@ -27,7 +37,8 @@ func keyNames(prefix, key string) names {
 // next renewal). The fencing counter is the same name ending in ":fence",
 // the release channel the same name ending in ":release", the holder's
 // description (shown while its owner holds the lock) the same name ending
-// in ":meta".
+// in ":meta", the waiters' queue the same name ending in ":queue" and
+// their entries' deadlines the same name ending in ":deadlines".
 func LockKey(prefix, key string) string { return keyNames(prefix, key).lock }
 
 // escapeKey maps a user key to a string without '{' or '}', injectively:

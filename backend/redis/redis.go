@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -126,6 +128,10 @@ type redisDriver struct {
 	publish   string // redislua.Publish or redislua.ShardedPublish
 	subs      *subscriptions
 	policy    *policyWatch // when to read maxmemory-policy again
+	// inbox names this Locker's own channel of each key
+	// ({...}:release:inbox), on which its queued waiter is woken: a
+	// release wakes one process, not every one subscribed to the key.
+	inbox string
 
 	bg       context.Context // background cleanups; cancelled by Close
 	bgCancel context.CancelFunc
@@ -139,6 +145,7 @@ type redisDriver struct {
 
 var (
 	_ driver.Locker    = (*redisDriver)(nil)
+	_ driver.Acquirer  = (*redisDriver)(nil)
 	_ driver.Inspector = (*redisDriver)(nil)
 )
 
@@ -162,6 +169,7 @@ func newDriver(ctx context.Context, client goredis.UniversalClient, cfg Config, 
 		cfg:       cfg,
 		publish:   redislua.Publish,
 		policy:    newPolicyWatch(info),
+		inbox:     newInbox(),
 		closed:    make(chan struct{}),
 	}
 	d.policy.watchDials(ctx, client)
@@ -175,6 +183,13 @@ func newDriver(ctx context.Context, client goredis.UniversalClient, cfg Config, 
 	d.subs = newSubscriptions(client, cluster)
 	d.bg, d.bgCancel = context.WithCancel(context.Background())
 	return d, nil
+}
+
+// newInbox returns a random inbox name (16 hex digits).
+func newInbox() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // state is what a Hold carries between TryAcquire, Renew and Release.
@@ -193,13 +208,151 @@ func (d *redisDriver) check(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// TryAcquire makes one attempt, in turn: the lock is granted only when it
+// is free and nobody live is queued for it. It never joins the queue.
 func (d *redisDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hold, error) {
 	if err := d.check(ctx); err != nil {
 		return driver.Hold{}, err
 	}
-	st := &state{names: keyNames(d.cfg.Prefix, req.Key), owner: req.Owner, ttlMs: redislua.Millis(req.TTL)}
-	keys, args := redislua.AcquireMetaArgs(st.names.lock, st.names.fence, st.names.meta, st.owner, st.ttlMs, req.Meta)
-	v, acks, err := d.run(ctx, redislua.Acquire, keys, args)
+	return d.attempt(ctx, d.newState(req), req.Meta, false)
+}
+
+func (d *redisDriver) newState(req driver.Request) *state {
+	return &state{names: keyNames(d.cfg.Prefix, req.Key), owner: req.Owner, ttlMs: redislua.Millis(req.TTL)}
+}
+
+// Acquire waits in the key's queue on the server (queue.lua): each attempt
+// that is not granted the lock joins the queue, or refreshes the entry's
+// deadline, one lease from now. A release hands the lock to the first
+// waiter in line and tells it so, with its token, by a message addressed to
+// its owner on the key's release channel (release.lua); the others sleep
+// until their turn, or until the first waiter's entry would run out (a
+// waiter that died), or until their own entry needs a refresh (every
+// TTL/3). A waiter that misses the message finds the lock its own at its
+// next attempt. A wait that ends without the lock (ctx, Close, an error)
+// removes its entry, or releases a lock granted meanwhile, before it
+// returns (and, if the server cannot be reached, in the background; the
+// entry runs out by itself within a lease anyway).
+//
+// The hold's validity window starts when the last attempt that was refused
+// was sent: a grant happens after that attempt ran, and lasts until the
+// entry it refreshed would have run out, one lease after it ran.
+func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.Hold, error) {
+	if err := d.check(ctx); err != nil {
+		return driver.Hold{}, err
+	}
+	st := d.newState(req)
+	refresh := max(time.Duration(st.ttlMs)*time.Millisecond/3, time.Millisecond)
+	// A channel still subscribed (a key contended a moment ago) is joined
+	// before the first attempt: no release after it can be missed, and no
+	// SUBSCRIBE is needed.
+	channel := redislua.InboxChannel(st.names.channel, d.inbox)
+	w := d.subs.joinLive(ctx, channel, st.owner)
+	var (
+		queued bool // an attempt queued st.owner
+		timer  *time.Timer
+	)
+	defer func() {
+		if w != nil {
+			_ = w.Close()
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	giveUp := func(err error) (driver.Hold, error) {
+		if queued {
+			d.leave(ctx, st)
+			if ctx.Err() != nil {
+				return driver.Hold{}, fmt.Errorf("%w: %w", driver.ErrNotAcquired, ctx.Err())
+			}
+		}
+		return driver.Hold{}, err
+	}
+	var since time.Time // when the last refused attempt was sent
+	for {
+		sent := time.Now()
+		h, err := d.attempt(ctx, st, req.Meta, true)
+		if err == nil {
+			// The lock may have been granted by a release before this
+			// attempt ran: count from the last refusal.
+			if since.IsZero() {
+				since = sent
+			}
+			h.Since = since
+			return h, nil
+		}
+		var held *driver.HeldError
+		if !errors.As(err, &held) {
+			// A reply lost on the way is undone by attempt (which also
+			// removes the entry); a later one leaves the queue here.
+			return giveUp(err)
+		}
+		queued = true
+		since = sent
+		if w == nil {
+			if w, err = d.subs.watch(ctx, channel, st.owner, true); err != nil {
+				w = nil
+				if !errors.Is(err, driver.ErrClosed) {
+					err = d.mapErr(err)
+				}
+				return giveUp(err)
+			}
+			continue // again, now that no wake-up can be missed
+		}
+		wait := min(held.Remaining+time.Millisecond, refresh)
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case _, ok := <-w.Changed():
+			if !ok { // the subscription broke: make a new one
+				_ = w.Close()
+				w = nil
+				continue
+			}
+			if token := w.granted(); token != 0 {
+				return d.granted(ctx, st, token, since)
+			}
+		case <-timer.C:
+		case <-ctx.Done():
+			return giveUp(ctx.Err())
+		case <-d.closed:
+			return giveUp(driver.ErrClosed)
+		}
+	}
+}
+
+// granted returns the hold a release handed to st with token.
+func (d *redisDriver) granted(ctx context.Context, st *state, token uint64, since time.Time) (driver.Hold, error) {
+	if err := d.recheck(ctx); err != nil {
+		d.leave(ctx, st)
+		return driver.Hold{}, err
+	}
+	return driver.Hold{Token: token, TTL: time.Duration(st.ttlMs) * time.Millisecond, Since: since, State: st}, nil
+}
+
+// leaveTimeout bounds the removal of a queue entry when a wait ends.
+const leaveTimeout = time.Second
+
+// leave removes st's queue entry (and a hold an ambiguous attempt may have
+// taken), waking the next waiter if that frees the key for it. When the
+// server cannot be reached now, a background cleanup tries again.
+func (d *redisDriver) leave(ctx context.Context, st *state) {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaveTimeout)
+	defer cancel()
+	if err := d.release(lctx, st); err != nil && err != errReleased {
+		d.cleanup(st)
+	}
+}
+
+// attempt runs queue.lua once for st: join says whether an owner that is
+// not granted the lock joins (or stays in) the queue.
+func (d *redisDriver) attempt(ctx context.Context, st *state, meta string, join bool) (driver.Hold, error) {
+	keys, args := redislua.QueueArgs(st.names.queueKeys(), st.owner, st.ttlMs, meta, join, d.publish, d.inbox)
+	v, acks, err := d.run(ctx, redislua.Queue, keys, args)
 	if err != nil {
 		if !serverError(err) {
 			// The script may have run and the reply been lost: undo it.
@@ -338,7 +491,9 @@ func (d *redisDriver) Release(ctx context.Context, h driver.Hold) error {
 }
 
 func (d *redisDriver) release(ctx context.Context, st *state) error {
-	keys, args := redislua.ReleaseArgs(st.names.lock, st.names.channel, st.owner, d.publish, releaseMessage)
+	// With WaitReplicas, a waiter takes the lock itself, so that its own
+	// acquire is the write it waits on.
+	keys, args := redislua.ReleaseQueueArgs(st.names.queueKeys(), st.owner, d.publish, releaseMessage, d.cfg.WaitReplicas <= 0)
 	v, err := redislua.Release.Run(ctx, d.client, keys, args...).Result()
 	if err != nil {
 		return d.mapErr(err)
@@ -388,7 +543,7 @@ func (d *redisDriver) Watch(ctx context.Context, key string) (driver.Watch, erro
 	if err := d.check(ctx); err != nil {
 		return nil, err
 	}
-	w, err := d.subs.watch(ctx, keyNames(d.cfg.Prefix, key).channel)
+	w, err := d.subs.watch(ctx, keyNames(d.cfg.Prefix, key).channel, "", false)
 	if err != nil {
 		if errors.Is(err, driver.ErrClosed) {
 			return nil, err
@@ -433,7 +588,7 @@ func (d *redisDriver) inspect(ctx context.Context, key string, brk bool) (driver
 		return driver.Info{}, err
 	}
 	n := keyNames(d.cfg.Prefix, key)
-	keys, args := redislua.InspectArgs(n.lock, n.fence, n.meta, n.channel, brk, d.publish, releaseMessage)
+	keys, args := redislua.InspectQueueArgs(n.queueKeys(), brk, d.publish, releaseMessage)
 	v, err := redislua.Inspect.Run(ctx, d.client, keys, args...).Result()
 	if err != nil {
 		return driver.Info{}, mapErr(err)
@@ -443,7 +598,7 @@ func (d *redisDriver) inspect(ctx context.Context, key string, brk bool) (driver
 		return driver.Info{}, err
 	}
 	if !r.Held {
-		return driver.Info{Waiters: -1}, nil
+		return driver.Info{Waiters: r.Waiters}, nil
 	}
-	return driver.Info{Held: true, Token: r.Counter, Remaining: r.Remaining, Meta: r.Meta, Waiters: -1}, nil
+	return driver.Info{Held: true, Token: r.Counter, Remaining: r.Remaining, Meta: r.Meta, Waiters: r.Waiters}, nil
 }

@@ -5,13 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock/driver"
 )
+
+// lingerFor is how long a channel stays subscribed after the last waiting
+// Lock on it has ended: a key that is contended now is likely contended
+// again soon, and a Lock that finds its channel still subscribed needs no
+// SUBSCRIBE, no confirmation and no second attempt. Watches made with
+// Watch (not for a queued Lock) unsubscribe at once.
+const lingerFor = 10 * time.Second
 
 // pingInterval is how long a pub/sub connection may stay silent before it
 // is pinged; a second silent interval counts as a broken connection.
@@ -42,15 +52,18 @@ func newSubscriptions(client goredis.UniversalClient, shardedCluster *goredis.Cl
 }
 
 // watch subscribes to channel (or joins the existing subscription) and
-// returns once the subscription is confirmed.
-func (s *subscriptions) watch(ctx context.Context, channel string) (*watch, error) {
+// returns once the subscription is confirmed. With owner set, the watch
+// hears only the messages addressed to owner (and those addressed to
+// nobody, see addressed); with linger, the subscription outlives the last
+// watch by lingerFor.
+func (s *subscriptions) watch(ctx context.Context, channel, owner string, linger bool) (*watch, error) {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		c, err := s.conn(ctx, channel)
 		if err != nil {
 			return nil, err
 		}
-		w, err := c.add(ctx, channel)
+		w, err := c.add(ctx, channel, owner, linger)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -70,6 +83,43 @@ func (s *subscriptions) watch(ctx context.Context, channel string) (*watch, erro
 		}
 	}
 	return nil, driver.Unavailable(fmt.Errorf("redis: subscribing to releases: %w", lastErr))
+}
+
+// joinLive returns a watch on channel for owner (lingering, as watch's)
+// when the channel is already subscribed and confirmed on a live
+// connection, without any I/O; else nil. A message published after it
+// returns is seen.
+func (s *subscriptions) joinLive(ctx context.Context, channel, owner string) *watch {
+	addr := ""
+	if s.cluster != nil {
+		node, err := s.cluster.MasterForKey(ctx, channel)
+		if err != nil {
+			return nil
+		}
+		addr = node.Options().Addr
+	}
+	s.mu.Lock()
+	c := s.conns[addr]
+	closed := s.closed
+	s.mu.Unlock()
+	if closed || c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.isDead() {
+		return nil
+	}
+	sc := c.chans[channel]
+	if sc == nil || sc.lastSub == 0 || sc.acked < sc.lastSub {
+		return nil
+	}
+	sc.stopLinger()
+	w := &watch{c: c, channel: channel, owner: owner, linger: true, need: sc.lastSub,
+		ready: make(chan struct{}), changed: make(chan struct{}, 1)}
+	close(w.ready)
+	sc.watches[w] = struct{}{}
+	return w
 }
 
 // conn returns the live connection that serves channel, making it if needed.
@@ -139,6 +189,19 @@ type subChan struct {
 	sent    uint64 // (un)subscribe commands sent
 	acked   uint64 // confirmations received
 	lastSub uint64 // number of the subscribe in force, 0 when unsubscribed
+
+	lingering *time.Timer // set while subscribed with no watches, see lingerFor
+	lingerGen uint64      // bumped when a lingering period ends early
+}
+
+// stopLinger ends a lingering period (a new watch came). Called with the
+// connection's mu held.
+func (sc *subChan) stopLinger() {
+	if sc.lingering != nil {
+		sc.lingering.Stop()
+		sc.lingering = nil
+		sc.lingerGen++
+	}
 }
 
 func (c *subConn) isDead() bool {
@@ -171,10 +234,10 @@ func (c *subConn) send(ctx context.Context, subscribe bool, channel string) erro
 }
 
 // add registers a watch on channel, subscribing if it is the first.
-func (c *subConn) add(ctx context.Context, channel string) (*watch, error) {
+func (c *subConn) add(ctx context.Context, channel, owner string, linger bool) (*watch, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w := &watch{c: c, channel: channel, ready: make(chan struct{}), changed: make(chan struct{}, 1)}
+	w := &watch{c: c, channel: channel, owner: owner, linger: linger, ready: make(chan struct{}), changed: make(chan struct{}, 1)}
 	if c.isDead() {
 		// Lost a race with a break: let watch retry on a new connection.
 		w.removed = true
@@ -185,6 +248,7 @@ func (c *subConn) add(ctx context.Context, channel string) (*watch, error) {
 		sc = &subChan{watches: map[*watch]struct{}{}}
 		c.chans[channel] = sc
 	}
+	sc.stopLinger()
 	if sc.lastSub == 0 {
 		sc.sent++
 		sc.lastSub = sc.sent
@@ -206,7 +270,8 @@ func (c *subConn) add(ctx context.Context, channel string) (*watch, error) {
 	return w, nil
 }
 
-// remove drops w; the last watch of a channel unsubscribes.
+// remove drops w; the last watch of a channel unsubscribes, at once or,
+// for a lingering watch, after lingerFor unless a new watch comes.
 func (c *subConn) remove(w *watch) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -217,22 +282,51 @@ func (c *subConn) remove(w *watch) {
 	sc := c.chans[w.channel]
 	delete(sc.watches, w)
 	if len(sc.watches) == 0 && sc.lastSub != 0 {
-		sc.sent++
-		sc.lastSub = 0
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := c.send(ctx, false, w.channel)
-		cancel()
-		if err != nil {
-			c.breakLocked(err)
+		if w.linger {
+			sc.stopLinger()
+			gen := sc.lingerGen
+			channel := w.channel
+			sc.lingering = time.AfterFunc(lingerFor, func() { c.endLinger(channel, sc, gen) })
 			return
 		}
+		c.unsubscribeLocked(w.channel, sc)
+		return
 	}
 	c.gc(w.channel, sc)
 }
 
-// gc forgets a channel with no watches and no confirmation outstanding.
+// endLinger unsubscribes a channel whose lingering period ran out.
+func (c *subConn) endLinger(channel string, sc *subChan, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.isDead() || c.chans[channel] != sc || sc.lingerGen != gen || sc.lingering == nil {
+		return
+	}
+	sc.lingering = nil
+	if len(sc.watches) == 0 && sc.lastSub != 0 {
+		c.unsubscribeLocked(channel, sc)
+	}
+}
+
+// unsubscribeLocked sends the unsubscribe of a channel without watches.
+// Called with c.mu held.
+func (c *subConn) unsubscribeLocked(channel string, sc *subChan) {
+	sc.sent++
+	sc.lastSub = 0
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	err := c.send(ctx, false, channel)
+	cancel()
+	if err != nil {
+		c.breakLocked(err)
+		return
+	}
+	c.gc(channel, sc)
+}
+
+// gc forgets a channel with no watches, no subscription in force and no
+// confirmation outstanding.
 func (c *subConn) gc(channel string, sc *subChan) {
-	if len(sc.watches) == 0 && sc.acked == sc.sent {
+	if len(sc.watches) == 0 && sc.lastSub == 0 && sc.acked == sc.sent {
 		delete(c.chans, channel)
 	}
 }
@@ -246,6 +340,7 @@ func (c *subConn) breakLocked(err error) {
 	c.err = err
 	close(c.dead)
 	for _, sc := range c.chans {
+		sc.stopLinger()
 		for w := range sc.watches {
 			w.removed = true
 			close(w.changed)
@@ -289,7 +384,14 @@ func (c *subConn) handle(msg any) {
 	switch m := msg.(type) {
 	case *goredis.Message:
 		if sc := c.chans[m.Channel]; sc != nil {
+			to, token := addressed(m.Payload)
 			for w := range sc.watches {
+				if to != "" && w.owner != "" && w.owner != to {
+					continue // woken only when it is this waiter's turn
+				}
+				if token != 0 && w.owner == to {
+					w.token.Store(token)
+				}
 				select {
 				case w.changed <- struct{}{}:
 				default:
@@ -321,6 +423,7 @@ func (c *subConn) handle(msg any) {
 			}
 			sc.watches = map[*watch]struct{}{}
 			sc.lastSub = 0
+			sc.stopLinger()
 		}
 		c.gc(m.Channel, sc)
 	}
@@ -330,6 +433,9 @@ func (c *subConn) handle(msg any) {
 type watch struct {
 	c       *subConn
 	channel string
+	owner   string        // hears only messages addressed to it (or to nobody); "" hears all
+	linger  bool          // the last watch's removal lets the subscription linger
+	token   atomic.Uint64 // the fencing token of a lock a release granted to owner
 	need    uint64        // confirmed when the channel's acked reaches need
 	ready   chan struct{} // closed when confirmed
 	changed chan struct{} // a release was published; closed when broken
@@ -340,7 +446,37 @@ var _ driver.Watch = (*watch)(nil)
 
 func (w *watch) Changed() <-chan struct{} { return w.changed }
 
+// granted returns the token of the lock a release handed to the watch's
+// owner, 0 when none was.
+func (w *watch) granted() uint64 { return w.token.Load() }
+
 func (w *watch) Close() error {
 	w.c.remove(w)
 	return nil
+}
+
+// addressed returns the owner a release message wakes, and the fencing
+// token of the lock it was granted (0 for a wake-up only), or "" for a
+// message meant for every waiter (a release with nobody queued, a break, a
+// release by an older version). Messages are "owner" or "owner:token";
+// owners are 32 hex digits (driver.Request.Owner).
+func addressed(payload string) (string, uint64) {
+	owner, token, grant := strings.Cut(payload, ":")
+	if len(owner) != 32 {
+		return "", 0
+	}
+	for i := 0; i < len(owner); i++ {
+		c := owner[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') && (c < 'A' || c > 'F') {
+			return "", 0
+		}
+	}
+	if !grant {
+		return owner, 0
+	}
+	n, err := strconv.ParseUint(token, 10, 64)
+	if err != nil {
+		return "", 0
+	}
+	return owner, n
 }

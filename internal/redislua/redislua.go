@@ -1,6 +1,7 @@
 // Package redislua holds the Lua scripts dlock runs on a Redis instance:
 // acquire with a fencing token, compare-and-delete release, and
-// compare-and-expire renew, and inspect (optionally break). The scripts are embedded from the .lua files
+// compare-and-expire renew, inspect (optionally break), and queue: an
+// acquire that grants the lock in the order waiters queued for it. The scripts are embedded from the .lua files
 // next to this one and run through go-redis Script, which sends EVALSHA and
 // falls back to EVAL when the server answers NOSCRIPT.
 //
@@ -30,6 +31,8 @@ var (
 	renewSrc string
 	//go:embed inspect.lua
 	inspectSrc string
+	//go:embed queue.lua
+	queueSrc string
 )
 
 // The scripts. See the .lua files for their KEYS, ARGV and replies.
@@ -46,7 +49,64 @@ var (
 	// publish command, message. Replies {0, counter} or {1, pttl, counter, meta,
 	// owner}; error NOTALOCK.
 	Inspect = goredis.NewScript(inspectSrc)
+	// Queue: KEYS lock, fence, meta, queue, deadlines, channel; ARGV owner,
+	// ttl-ms, meta, QueueJoin or QueueTry, publish command, inbox. Replies
+	// {1, token} or {0, wait-ms}; error NOTALOCK.
+	Queue = goredis.NewScript(queueSrc)
 )
+
+// Queue's ARGV[4]: join the queue when the lock is not granted, or not.
+const (
+	QueueJoin = "QUEUE"
+	QueueTry  = "TRY"
+)
+
+// QueueKeys are the names of one lock's keys for Queue, and for Release
+// and Inspect with a queue. All share one hash slot on a Cluster.
+type QueueKeys struct {
+	Lock, Fence, Meta, Queue, Deadlines, Channel string
+}
+
+// QueueArgs returns Queue's keys and arguments. With join, an owner that is
+// not granted the lock joins the queue (or refreshes its entry's deadline
+// to ttlMs from now) and is woken on InboxChannel(k.Channel, inbox);
+// publish wakes a waiter that stands first once a dead one before it was
+// dropped.
+func QueueArgs(k QueueKeys, owner string, ttlMs int64, meta string, join bool, publish, inbox string) ([]string, []any) {
+	mode := QueueTry
+	if join {
+		mode = QueueJoin
+	}
+	return []string{k.Lock, k.Fence, k.Meta, k.Queue, k.Deadlines, k.Channel}, []any{owner, ttlMs, meta, mode, publish, inbox}
+}
+
+// InboxChannel is the channel a queued waiter with inbox is woken on: the
+// release channel's name (so the same hash slot) and ":inbox". An inbox is
+// letters and digits.
+func InboxChannel(channel, inbox string) string { return channel + ":" + inbox }
+
+// Grant is Release's ARGV[4] that hands a freed lock to the first live
+// waiter.
+const Grant = "GRANT"
+
+// ReleaseQueueArgs returns Release's keys and arguments for a lock with a
+// queue: the owner's queue entry is removed too, and the first live waiter
+// (or, with nobody queued, message) is announced with publish; with grant,
+// the lock is handed to that waiter and the message is "owner:token".
+func ReleaseQueueArgs(k QueueKeys, owner, publish, message string, grant bool) ([]string, []any) {
+	mode := ""
+	if grant {
+		mode = Grant
+	}
+	return []string{k.Lock, k.Channel, k.Queue, k.Deadlines, k.Fence, k.Meta}, []any{owner, publish, message, mode}
+}
+
+// InspectQueueArgs returns Inspect's keys and arguments for a lock with a
+// queue: the reply counts its live waiters, and a break wakes the first.
+func InspectQueueArgs(k QueueKeys, brk bool, publish, message string) ([]string, []any) {
+	keys, args := InspectArgs(k.Lock, k.Fence, k.Meta, k.Channel, brk, publish, message)
+	return append(keys, k.Queue, k.Deadlines), args
+}
 
 // Announcement commands for Release's ARGV[2].
 const (
@@ -102,14 +162,24 @@ type InspectReply struct {
 	Counter   uint64 // the fencing counter (on one instance: the holder's token); also when free
 	Meta      string
 	Owner     string
+	Waiters   int // live queue entries (with InspectQueueArgs); -1 without a queue
 }
 
 // ParseInspect decodes the result of Inspect.
 func ParseInspect(v any) (InspectReply, error) {
 	s, ok := v.([]any)
+	waiters := -1
+	if ok && (len(s) == 3 || len(s) == 6) {
+		n, ok2 := s[len(s)-1].(int64)
+		if !ok2 || n < 0 {
+			return InspectReply{}, fmt.Errorf("redislua: unexpected inspect reply %#v", v)
+		}
+		waiters = int(n)
+		s = s[:len(s)-1]
+	}
 	if ok && len(s) == 2 && s[0] == int64(0) {
 		n, err := parseCounter(s[1])
-		return InspectReply{Counter: n}, err
+		return InspectReply{Counter: n, Waiters: waiters}, err
 	}
 	if !ok || len(s) != 5 || s[0] != int64(1) {
 		return InspectReply{}, fmt.Errorf("redislua: unexpected inspect reply %#v", v)
@@ -126,7 +196,7 @@ func ParseInspect(v any) (InspectReply, error) {
 	}
 	// PTTL rounds down: a live lease is never reported as 0 ("unknown").
 	rem := max(time.Duration(pttl)*time.Millisecond, time.Millisecond)
-	return InspectReply{Held: true, Remaining: rem, Counter: n, Meta: meta, Owner: owner}, nil
+	return InspectReply{Held: true, Remaining: rem, Counter: n, Meta: meta, Owner: owner, Waiters: waiters}, nil
 }
 
 func parseCounter(v any) (uint64, error) {

@@ -1,21 +1,105 @@
 -- Release a lock if, and only if, it is still held by the given owner, and
--- announce the release to waiters.
+-- announce the release to waiters; with a queue, also leave the queue.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the release channel (same hash slot on a Cluster); optional
+-- KEYS[3]  optional, with KEYS[2]: the lock's queue (see queue.lua)
+-- KEYS[4]  with KEYS[3]: the queue's entries
+-- KEYS[5]  with KEYS[3]: the fencing counter
+-- KEYS[6]  with KEYS[3]: the hold metadata key
 -- ARGV[1]  the owner
 -- ARGV[2]  how to announce: 'PUBLISH', 'SPUBLISH' (sharded pub/sub), or ''
 --          for no announcement
--- ARGV[3]  the message to publish
+-- ARGV[3]  the message to publish when nobody is queued
+-- ARGV[4]  with the queue keys: 'GRANT' to hand the lock to the first live
+--          waiter, '' to only wake it
 --
 -- Replies 1 when the lock was released, 0 when it was not the owner's (it
--- expired, or it is someone else's now): then nothing is changed. A lock key
--- holding another type is a WRONGTYPE error, and nothing is changed.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+-- expired, or it is someone else's now): then the lock is not changed. A
+-- lock key holding another type is a WRONGTYPE error, and nothing is
+-- changed.
+--
+-- With the queue keys, the owner's queue entry (a waiter that gives up, or
+-- an acquire whose reply was lost) is removed too, and when the lock is
+-- free afterwards and this changed who may take it, only the first live
+-- waiter hears of it. With GRANT, the lock is that waiter's at once: set
+-- to its owner with its description and a fencing token as queue.lua
+-- makes one, for as long as its queue entry would have lived (its last
+-- refresh plus its lease, so that the waiter's validity window, which it
+-- counts from the sending of that refresh, ends first), the entry is
+-- removed, and the message is "owner:token", published on the waiter's
+-- own channel (KEYS[2]:inbox, see queue.lua). Without GRANT (or with a
+-- counter that is not an integer) the message is the owner, and the waiter
+-- takes the lock with queue.lua. With nobody queued, ARGV[3] is published,
+-- for waiters that do not queue.
+local value = redis.call('GET', KEYS[1])
+local released = value == ARGV[1]
+local announce = KEYS[2] and (ARGV[2] == 'PUBLISH' or ARGV[2] == 'SPUBLISH')
+if not KEYS[3] then
+  if released then
+    redis.call('DEL', KEYS[1])
+    if announce then
+      redis.call(ARGV[2], KEYS[2], ARGV[3] or '')
+    end
+  end
+  return released and 1 or 0
+end
+-- A holder is never queued (its entry went when it took the lock): only
+-- an owner that does not hold the lock can have an entry to remove.
+local wasFirst = false
+if not released and redis.call('HDEL', KEYS[4], ARGV[1]) == 1 then
+  wasFirst = redis.call('LINDEX', KEYS[3], 0) == ARGV[1]
+  redis.call('LREM', KEYS[3], 0, ARGV[1])
+end
+if not (released or (wasFirst and not value)) then
   return 0
 end
-redis.call('DEL', KEYS[1])
-if KEYS[2] and (ARGV[2] == 'PUBLISH' or ARGV[2] == 'SPUBLISH') then
-  redis.call(ARGV[2], KEYS[2], ARGV[3] or '')
+-- The lock is free: wake the first live waiter, dropping dead ones.
+local head = redis.call('LINDEX', KEYS[3], 0)
+local now, nowms, entry
+if head then
+  now = redis.call('TIME')
+  nowms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 end
-return 1
+while head do
+  entry = redis.call('HGET', KEYS[4], head)
+  local d = entry and tonumber(string.match(entry, '^%d+'))
+  if d and d > nowms then
+    break
+  end
+  redis.call('LPOP', KEYS[3])
+  redis.call('HDEL', KEYS[4], head)
+  head = redis.call('LINDEX', KEYS[3], 0)
+end
+local message = head or ARGV[3] or ''
+local granted = false
+if head and ARGV[4] == 'GRANT' then
+  local d, meta = string.match(entry, '^(%d+):%d+:[^:]*:(.*)$')
+  -- The token, as queue.lua makes it: max(counter + 1, the clock).
+  local clock = now[1] .. string.format('%06d', tonumber(now[2]))
+  local token = redis.pcall('GET', KEYS[5])
+  if d and (not token or (type(token) == 'string' and string.match(token, '^-?%d+$'))) then
+    if not token or #token < #clock or (#token == #clock and token < clock) then
+      redis.call('SET', KEYS[5], clock)
+      token = clock
+    else
+      redis.call('INCR', KEYS[5])
+      token = redis.call('GET', KEYS[5])
+    end
+    redis.call('SET', KEYS[1], head, 'PX', tonumber(d) - nowms)
+    redis.call('SET', KEYS[6], head .. '\n' .. meta)
+    redis.call('LPOP', KEYS[3])
+    redis.call('HDEL', KEYS[4], head)
+    message = head .. ':' .. token
+    granted = true
+  end
+end
+if released and not granted then
+  redis.call('DEL', KEYS[1])
+end
+if announce then
+  -- To the first waiter's own channel only (see queue.lua).
+  local inbox = entry and string.match(entry, '^%d+:%d+:([^:]*):') or ''
+  redis.call(ARGV[2], (head and inbox ~= '') and (KEYS[2] .. ':' .. inbox) or KEYS[2], message)
+end
+return released and 1 or 0

@@ -68,6 +68,7 @@ func aggregate(raw []Result) []Result {
 		m.HandoffP99 = fp(func(r Result) *float64 { return r.HandoffP99 })
 		m.CmdsPerAcq = fp(func(r Result) *float64 { return r.CmdsPerAcq })
 		m.UsecPerAcq = fp(func(r Result) *float64 { return r.UsecPerAcq })
+		m.CPUPerAcq = fp(func(r Result) *float64 { return r.CPUPerAcq })
 		m.RTPerAcq = fp(func(r Result) *float64 { return r.RTPerAcq })
 		m.Overlaps, m.Error = 0, ""
 		for _, r := range rs {
@@ -277,7 +278,10 @@ func WriteMarkdown(w io.Writer, meta Meta, rs []Result) {
 	p("beginning Unlock to the next waiter's Lock returning; fairness = most/fewest acquisitions of one worker;\n")
 	p("srv req/acq = server-side requests per acquisition (Redis: INFO commandstats calls, Lua's inner commands\n")
 	p("included; etcd: gRPC messages received; ZooKeeper: packets received; Consul and memory: n/a); srv µs/acq =\n")
-	p("Redis commandstats usec per acquisition (server CPU); RT/acq = client round trips per acquisition, counted by a\n")
+	p("Redis commandstats usec per acquisition (time inside commands: a script's usec includes its inner commands',\n")
+	p("which are counted again, and a server preempted on a busy machine counts the wait); srv CPU µs/acq = CPU time\n")
+	p("of the Redis main threads per acquisition (INFO cpu, used_cpu_sys/user_main_thread: commands, networking and\n")
+	p("pub/sub delivery, no double count; contended only); RT/acq = client round trips per acquisition, counted by a\n")
 	p("go-redis hook on the clients (a pipeline is one); overlaps = acquisitions that began before the previous holder\n")
 	p("began its Unlock (must be 0).\n\n")
 
@@ -306,14 +310,14 @@ func WriteMarkdown(w io.Writer, meta Meta, rs []Result) {
 		for _, n := range cfg.Lockers {
 			p("## contended across processes: %d workers, one key, %v hold (%v per run)\n\n", n, cfg.Hold, cfg.Duration)
 			p("Each worker is its own OS process with its own client (mem://: its own goroutine and Locker, the store being per process).\n\n")
-			p("| system | acq/s | wait p99 ms | handoff p99 ms | fairness max/min | srv req/acq | srv µs/acq | RT/acq | overlaps | error |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+			p("| system | acq/s | wait p99 ms | handoff p99 ms | fairness max/min | srv req/acq | srv µs/acq | srv CPU µs/acq | RT/acq | overlaps | error |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 			for _, r := range rs {
 				if r.Scenario != ScenContended || r.Lockers != n {
 					continue
 				}
-				p("| %s | %.0f | %.1f | %s | %d/%d | %s | %s | %s | %d | %s |\n", r.System, r.AcqPerSec, r.WaitP99,
+				p("| %s | %.0f | %.1f | %s | %d/%d | %s | %s | %s | %s | %d | %s |\n", r.System, r.AcqPerSec, r.WaitP99,
 					fnum(r.HandoffP99, 2), r.FairMax, r.FairMin, fnum(r.CmdsPerAcq, 1), fnum(r.UsecPerAcq, 1),
-					fnum(r.RTPerAcq, 2), r.Overlaps, r.Error)
+					fnum(r.CPUPerAcq, 1), fnum(r.RTPerAcq, 2), r.Overlaps, r.Error)
 			}
 			p("\n")
 		}
@@ -422,6 +426,9 @@ func writeGoals(w io.Writer, cfg Config, rs []Result) {
 		}
 		if d.UsecPerAcq != nil && b.UsecPerAcq != nil {
 			add("1 Redis x8: server µs/acq <= 2x bare", pratio(d.UsecPerAcq, b.UsecPerAcq), *d.UsecPerAcq <= 2**b.UsecPerAcq, true)
+		}
+		if d.CPUPerAcq != nil && b.CPUPerAcq != nil {
+			add("1 Redis x8: server CPU µs/acq (INFO cpu, main thread) <= 2x bare", pratio(d.CPUPerAcq, b.CPUPerAcq), *d.CPUPerAcq <= 2**b.CPUPerAcq, true)
 		}
 	}
 	var perN []string

@@ -66,7 +66,8 @@ type Result struct {
 	FairMax      int64    `json:"fair_max,omitempty"`
 	FairMin      int64    `json:"fair_min,omitempty"`
 	CmdsPerAcq   *float64 `json:"server_requests_per_acq,omitempty"`
-	UsecPerAcq   *float64 `json:"server_usec_per_acq,omitempty"` // Redis commandstats usec
+	UsecPerAcq   *float64 `json:"server_usec_per_acq,omitempty"`     // Redis commandstats usec
+	CPUPerAcq    *float64 `json:"server_cpu_usec_per_acq,omitempty"` // Redis main-thread CPU (INFO cpu), µs
 	RTPerAcq     *float64 `json:"round_trips_per_acq,omitempty"`
 	Overlaps     int      `json:"overlaps"` // contended: holds that began before the previous one ended
 
@@ -83,23 +84,29 @@ type Result struct {
 }
 
 // counter samples a store's server-side request count (and, on Redis,
-// the servers' command CPU time).
+// the servers' command time from commandstats, and the CPU time of their
+// main threads from INFO cpu, in µs).
 type counter interface {
-	sample(ctx context.Context) (calls, usec uint64, err error)
+	sample(ctx context.Context) (calls, usec, cpu uint64, err error)
 	close()
 }
 
 type redisCounter struct{ cs []*goredis.Client }
 
-func (r redisCounter) sample(ctx context.Context) (calls, usec uint64, err error) {
+func (r redisCounter) sample(ctx context.Context) (calls, usec, cpu uint64, err error) {
 	for _, c := range r.cs {
-		info, err := c.Info(ctx, "commandstats").Result()
+		info, err := c.Info(ctx, "commandstats", "cpu").Result()
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		sc := bufio.NewScanner(strings.NewReader(info))
 		for sc.Scan() {
 			name, rest, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
+			if ok && (name == "used_cpu_sys_main_thread" || name == "used_cpu_user_main_thread") {
+				s, _ := strconv.ParseFloat(rest, 64)
+				cpu += uint64(s * 1e6)
+				continue
+			}
 			if !ok || !strings.HasPrefix(name, "cmdstat_") {
 				continue
 			}
@@ -119,16 +126,16 @@ func (r redisCounter) sample(ctx context.Context) (calls, usec uint64, err error
 			}
 		}
 	}
-	return calls, usec, nil
+	return calls, usec, cpu, nil
 }
 
 func (r redisCounter) close() { _ = closeAll(r.cs) }
 
 type lockctlCounter struct{ c *lockctl.RequestCounter }
 
-func (l lockctlCounter) sample(ctx context.Context) (uint64, uint64, error) {
+func (l lockctlCounter) sample(ctx context.Context) (uint64, uint64, uint64, error) {
 	n, err := l.c.Count(ctx)
-	return n, 0, err
+	return n, 0, 0, err
 }
 func (l lockctlCounter) close() { l.c.Close() }
 
@@ -169,9 +176,9 @@ func countWindow(ctx context.Context, c counter, r *Result, f func()) {
 		f()
 		return
 	}
-	c0, u0, err0 := c.sample(ctx)
+	c0, u0, p0, err0 := c.sample(ctx)
 	f()
-	c1, u1, err1 := c.sample(ctx)
+	c1, u1, p1, err1 := c.sample(ctx)
 	if err0 != nil || err1 != nil || r.Acquisitions == 0 {
 		return
 	}
@@ -180,6 +187,10 @@ func countWindow(ctx context.Context, c counter, r *Result, f func()) {
 	if u1 > 0 {
 		u := float64(u1-u0) / float64(r.Acquisitions)
 		r.UsecPerAcq = &u
+	}
+	if p1 > 0 {
+		p := float64(p1-p0) / float64(r.Acquisitions)
+		r.CPUPerAcq = &p
 	}
 }
 

@@ -1,0 +1,263 @@
+package redislua
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+func queueKeys(t *testing.T, c *goredis.Client) QueueKeys {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	tag := "{dlock-redislua-test:" + hex.EncodeToString(b[:]) + "}"
+	k := QueueKeys{Lock: tag + ":lock", Fence: tag + ":fence", Meta: tag + ":meta", Queue: tag + ":queue",
+		Deadlines: tag + ":deadlines", Channel: tag + ":release"}
+	t.Cleanup(func() { c.Del(context.Background(), k.Lock, k.Fence, k.Meta, k.Queue, k.Deadlines) })
+	return k
+}
+
+func queueAttempt(t *testing.T, c *goredis.Client, k QueueKeys, owner string, ttl time.Duration, join bool) AcquireReply {
+	t.Helper()
+	keys, args := QueueArgs(k, owner, Millis(ttl), "meta of "+owner, join, Publish, "inbox"+owner)
+	v, err := Queue.Run(context.Background(), c, keys, args...).Result()
+	if err != nil {
+		t.Fatalf("queue attempt by %s: %v", owner, err)
+	}
+	r, err := ParseAcquire(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func queueRelease(t *testing.T, c *goredis.Client, k QueueKeys, owner string, grant bool) bool {
+	t.Helper()
+	keys, args := ReleaseQueueArgs(k, owner, Publish, "released", grant)
+	return flag(t, Release.Run(context.Background(), c, keys, args...))
+}
+
+// tokenBy makes a token for owner in one of the three ways the scripts
+// make one: acquire.lua, queue.lua, or release.lua handing the lock to a
+// queued waiter.
+func tokenBy(t *testing.T, c *goredis.Client, k QueueKeys, how, owner string) uint64 {
+	t.Helper()
+	switch how {
+	case "acquire":
+		r := acquire(t, c, k.Lock, k.Fence, owner, time.Minute)
+		if !r.Acquired {
+			t.Fatalf("acquire by %s refused", owner)
+		}
+		return r.Token
+	case "queue":
+		r := queueAttempt(t, c, k, owner, time.Minute, false)
+		if !r.Acquired {
+			t.Fatalf("queue attempt by %s refused", owner)
+		}
+		return r.Token
+	}
+	ctx := context.Background()
+	// A placeholder holder, then owner queues and is handed the lock. The
+	// placeholder's token is made with queue.lua too.
+	if r := queueAttempt(t, c, k, "holder-of-"+owner, time.Minute, false); !r.Acquired {
+		t.Fatalf("placeholder refused")
+	}
+	ps := c.Subscribe(ctx, InboxChannel(k.Channel, "inbox"+owner))
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := queueAttempt(t, c, k, owner, time.Minute, true); r.Acquired {
+		t.Fatalf("%s acquired a held lock", owner)
+	}
+	if !queueRelease(t, c, k, "holder-of-"+owner, true) {
+		t.Fatal("placeholder's release failed")
+	}
+	msg, err := ps.ReceiveMessage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to, tok, ok := strings.Cut(msg.Payload, ":")
+	if !ok || to != owner {
+		t.Fatalf("release published %q; want %s:token", msg.Payload, owner)
+	}
+	if v := c.Get(ctx, k.Lock).Val(); v != owner {
+		t.Fatalf("lock holds %q after the grant; want %s", v, owner)
+	}
+	n, err := strconv.ParseUint(tok, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A retry of the waiter's attempt finds the hold and the same token.
+	if r := queueAttempt(t, c, k, owner, time.Minute, true); !r.Acquired || r.Token != n {
+		t.Fatalf("attempt after the grant: %+v; want acquired with token %d", r, n)
+	}
+	return n
+}
+
+// Every way of making a token follows the counter rules: seeded from the
+// server clock, above every token issued even after the counter went back,
+// one more than a counter ahead of the clock; the counter is written back.
+func TestTokenRulesEveryWay(t *testing.T) {
+	for _, how := range []string{"acquire", "queue", "grant"} {
+		t.Run(how, func(t *testing.T) {
+			ctx := context.Background()
+			c := client(t)
+			k := queueKeys(t, c)
+			before, err := c.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var issued []uint64
+			for i := range 3 {
+				owner := strings.Repeat(strconv.Itoa(i), 32)
+				tok := tokenBy(t, c, k, how, owner)
+				if tok < uint64(before.UnixMicro()) {
+					t.Fatalf("token %d below the server clock %d µs", tok, before.UnixMicro())
+				}
+				for _, old := range issued {
+					if tok <= old {
+						t.Fatalf("token %d after %v", tok, issued)
+					}
+				}
+				if v := c.Get(ctx, k.Fence).Val(); v != strconv.FormatUint(tok, 10) {
+					t.Fatalf("counter %q; want the token %d", v, tok)
+				}
+				issued = append(issued, tok)
+				keys, args := ReleaseQueueArgs(k, owner, NoPublish, "", false)
+				if !flag(t, Release.Run(ctx, c, keys, args...)) {
+					t.Fatal("release failed")
+				}
+			}
+			// Back to the first token: the next is still above all.
+			if err := c.Set(ctx, k.Fence, issued[0], 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			tok := tokenBy(t, c, k, how, strings.Repeat("a", 32))
+			if tok <= issued[len(issued)-1] {
+				t.Fatalf("token %d after the counter went back; issued %v", tok, issued)
+			}
+			keys, args := ReleaseQueueArgs(k, strings.Repeat("a", 32), NoPublish, "", false)
+			_ = Release.Run(ctx, c, keys, args...).Err()
+			// Ahead of the clock: one more.
+			now, err := c.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ahead := uint64(now.UnixMicro()) + uint64(time.Hour/time.Microsecond)
+			if err := c.Set(ctx, k.Fence, ahead, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if tok := tokenBy(t, c, k, how, strings.Repeat("b", 32)); tok != ahead+1 && how != "grant" {
+				t.Fatalf("token %d with the counter at %d ahead of the clock; want %d", tok, ahead, ahead+1)
+			} else if how == "grant" && tok != ahead+2 { // the placeholder took ahead+1
+				t.Fatalf("granted token %d with the counter at %d ahead of the clock; want %d", tok, ahead, ahead+2)
+			}
+		})
+	}
+}
+
+// The queue: a refused attempt with join queues the owner (once), TRY
+// does not; the lock is granted in queue order; a free lock is promised
+// to the first live waiter, not to a newcomer; a dead entry (its deadline
+// passed) is dropped; an owner that gives up leaves the queue.
+func TestQueueOrderAndDeadlines(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	k := queueKeys(t, c)
+	if r := queueAttempt(t, c, k, "h", time.Minute, true); !r.Acquired {
+		t.Fatal("first attempt refused on a free key")
+	}
+	if r := queueAttempt(t, c, k, "try", time.Minute, false); r.Acquired || r.Remaining <= 0 {
+		t.Fatalf("TRY on a held key: %+v", r)
+	}
+	if n := c.LLen(ctx, k.Queue).Val(); n != 0 {
+		t.Fatalf("TRY queued: queue length %d", n)
+	}
+	queueAttempt(t, c, k, "dead", 50*time.Millisecond, true)
+	queueAttempt(t, c, k, "w1", time.Minute, true)
+	queueAttempt(t, c, k, "w2", time.Minute, true)
+	queueAttempt(t, c, k, "w1", time.Minute, true) // a refresh does not queue twice
+	if q := c.LRange(ctx, k.Queue, 0, -1).Val(); strings.Join(q, ",") != "dead,w1,w2" {
+		t.Fatalf("queue %v; want dead,w1,w2", q)
+	}
+	time.Sleep(100 * time.Millisecond) // "dead" runs out
+	// Released without a grant: w1 (first live) may take it, nobody else.
+	if !queueRelease(t, c, k, "h", false) {
+		t.Fatal("release failed")
+	}
+	if r := queueAttempt(t, c, k, "late", time.Minute, false); r.Acquired {
+		t.Fatal("a newcomer took a lock promised to the first waiter")
+	}
+	if r := queueAttempt(t, c, k, "w2", time.Minute, true); r.Acquired {
+		t.Fatal("the second waiter took the lock before the first")
+	}
+	if r := queueAttempt(t, c, k, "w1", time.Minute, true); !r.Acquired {
+		t.Fatal("the first live waiter was refused a free lock")
+	}
+	if q := c.LRange(ctx, k.Queue, 0, -1).Val(); strings.Join(q, ",") != "w2" {
+		t.Fatalf("queue %v; want w2", q)
+	}
+	// w2 gives up (a release of a lock it does not hold): the queue is
+	// empty, and w1's release then hands the lock to nobody.
+	if queueRelease(t, c, k, "w2", true) {
+		t.Fatal("a waiter's leave reported a release")
+	}
+	if n := c.Exists(ctx, k.Queue, k.Deadlines).Val(); n != 0 {
+		t.Fatalf("%d queue keys left after the last waiter left", n)
+	}
+	if !queueRelease(t, c, k, "w1", true) {
+		t.Fatal("release failed")
+	}
+	if n := c.Exists(ctx, k.Lock).Val(); n != 0 {
+		t.Fatal("lock still set with nobody queued")
+	}
+}
+
+// A grant is published on the first waiter's own channel only: the other
+// waiters' channels, and the key's release channel, hear nothing.
+func TestGrantWakesOnlyTheFirstWaiter(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	k := queueKeys(t, c)
+	a, b := strings.Repeat("a", 32), strings.Repeat("b", 32)
+	if r := queueAttempt(t, c, k, "h", time.Minute, true); !r.Acquired {
+		t.Fatal("first attempt refused on a free key")
+	}
+	queueAttempt(t, c, k, a, time.Minute, true)
+	queueAttempt(t, c, k, b, time.Minute, true)
+	ps := c.Subscribe(ctx, k.Channel, InboxChannel(k.Channel, "inbox"+a), InboxChannel(k.Channel, "inbox"+b))
+	defer ps.Close()
+	for range 3 {
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !queueRelease(t, c, k, "h", true) {
+		t.Fatal("release failed")
+	}
+	msg, err := ps.ReceiveMessage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Channel != InboxChannel(k.Channel, "inbox"+a) || !strings.HasPrefix(msg.Payload, a+":") {
+		t.Fatalf("grant published %q on %s; want %s:token on the first waiter's channel", msg.Payload, msg.Channel, a)
+	}
+	// Nothing else was published: the next message is the PING's answer.
+	if err := ps.Ping(ctx, "end"); err != nil {
+		t.Fatal(err)
+	}
+	next, err := ps.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := next.(*goredis.Pong); !ok || p.Payload != "end" {
+		t.Fatalf("after the grant, also received %#v", next)
+	}
+}
