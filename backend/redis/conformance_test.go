@@ -146,9 +146,3 @@ func BenchmarkConformance(b *testing.B) {
 		})
 	}
 }
-
-// TestConformanceSentinel runs the suite through Sentinel, which finds the
-// primary: redis+sentinel:// must behave as redis:// does.
-func TestConformanceSentinel(t *testing.T) {
-	conformance.Run(t, harness(t, testenv.Endpoint(t, "DLOCK_REDIS_SENTINEL_URL")))
-}
