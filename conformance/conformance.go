@@ -26,7 +26,9 @@
 // Unavailable, BrokenLease, ManyKeys, and the portable contract's: OpenErrors, PanicInDo,
 // CloseRace, LockTimeoutClass, UnlockAfterTakeover, LocksAfterLoss,
 // HoldCause, PausedHold, and operating locks': Inspect, InspectQueue,
-// InspectExpiry, Break, InspectErrors. RunBenchmarks measures the same
+// InspectExpiry, Break, InspectErrors, and leader election's:
+// ElectionOneLeader, ElectionBlocks, ElectionObserve, ElectionReplaced,
+// ElectionFenced, ElectionErrors. RunBenchmarks measures the same
 // backend: uncontended Lock+Unlock, parallel distinct keys, and contended
 // handoff.
 package conformance
@@ -173,6 +175,14 @@ func Run(t *testing.T, h Harness) {
 		// Stops the whole process for a moment: runs alone, before the
 		// parallel cases.
 		{"PausedHold", false, s.pausedHold},
+		// Leader election (election.go): serial, since they count
+		// goroutines and close Lockers.
+		{"ElectionOneLeader", false, s.electionOneLeader},
+		{"ElectionBlocks", false, s.electionBlocks},
+		{"ElectionObserve", false, s.electionObserve},
+		{"ElectionReplaced", false, s.electionReplaced},
+		{"ElectionFenced", false, s.electionFenced},
+		{"ElectionErrors", false, s.electionErrors},
 	}
 	for _, c := range cases {
 		if c.name == "Unavailable" && h.InProcess {
