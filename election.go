@@ -109,15 +109,33 @@ type Election struct {
 	campaigning bool
 }
 
+// portable finds dlock's own Locker in l, unwrapping Lockers that wrap
+// one (see NewElection).
+func portable(l Locker) (*locker, bool) {
+	for range 16 {
+		switch v := l.(type) {
+		case *locker:
+			return v, v != nil
+		case interface{ Unwrap() Locker }:
+			l = v.Unwrap()
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
 // NewElection returns an Election on name over l. The options are those of
 // the Mutex underneath (WithTTL, WithAutoRenew, WithObserver, ...); WithOwner
 // is replaced by each Campaign's value. An empty or over-long name is an
 // ErrInvalidKey error, a bad option an ErrInvalidOption one. A Locker that
 // is not one of dlock's (NewLocker, Open, a backend's New) cannot watch keys
-// and gets an error matching errors.ErrUnsupported.
+// and gets an error matching errors.ErrUnsupported, unless it wraps one and
+// says so with a method Unwrap() Locker (a wrapper that embeds a Locker to
+// close the backend's client with it, say).
 func NewElection(l Locker, name string, opts ...Option) (*Election, error) {
-	pl, ok := l.(*locker)
-	if !ok || pl == nil {
+	pl, ok := portable(l)
+	if !ok {
 		return nil, fmt.Errorf("dlock: election %q: the Locker %T is not one of dlock's (NewLocker, Open), so it cannot watch keys: %w", name, l, errors.ErrUnsupported)
 	}
 	if err := checkKey(name); err != nil {
@@ -311,7 +329,9 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // reader misses intermediate leaders but always ends up with the latest,
 // and never receives a term lower than or equal to one it received before.
 // Only leaders are delivered, not vacancies (Leader says when there is
-// none). The channel is closed, and Observe's goroutine ends, when ctx ends
+// none). On Redlock, a leader whose acquire is still writing its token
+// back (phase 2) when an observer looks may first be delivered with a
+// lower bound of its term, then, once it is announced, with its term. The channel is closed, and Observe's goroutine ends, when ctx ends
 // or the Locker is closed.
 //
 // Observe costs one watch on the announce key for its lifetime and one

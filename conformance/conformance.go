@@ -175,14 +175,15 @@ func Run(t *testing.T, h Harness) {
 		// Stops the whole process for a moment: runs alone, before the
 		// parallel cases.
 		{"PausedHold", false, s.pausedHold},
-		// Leader election (election.go): serial, since they count
-		// goroutines and close Lockers.
-		{"ElectionOneLeader", false, s.electionOneLeader},
-		{"ElectionBlocks", false, s.electionBlocks},
-		{"ElectionObserve", false, s.electionObserve},
-		{"ElectionReplaced", false, s.electionReplaced},
-		{"ElectionFenced", false, s.electionFenced},
-		{"ElectionErrors", false, s.electionErrors},
+	}
+	// Leader election (election.go): serial, since they count goroutines
+	// and close Lockers.
+	for _, c := range s.electionCases() {
+		cases = append(cases, struct {
+			name     string
+			parallel bool
+			fn       func(t *testing.T)
+		}{c.name, false, c.fn})
 	}
 	for _, c := range cases {
 		if c.name == "Unavailable" && h.InProcess {
@@ -194,6 +195,35 @@ func Run(t *testing.T, h Harness) {
 			}
 			c.fn(t)
 		})
+	}
+}
+
+// RunElection runs only the election cases (the Election* subtests of Run),
+// for a topology that runs the rest of the suite elsewhere (Redis through
+// Sentinel, whose Mutex is the standalone one's).
+func RunElection(t *testing.T, h Harness) {
+	if h.NewLocker == nil || h.BreakLease == nil || h.URL == "" {
+		t.Fatal("conformance: Harness needs NewLocker, BreakLease and URL")
+	}
+	s := &suite{h: h, run: randomID()}
+	for _, c := range s.electionCases() {
+		t.Run(c.name, c.fn)
+	}
+}
+
+type namedCase struct {
+	name string
+	fn   func(t *testing.T)
+}
+
+func (s *suite) electionCases() []namedCase {
+	return []namedCase{
+		{"ElectionOneLeader", s.electionOneLeader},
+		{"ElectionBlocks", s.electionBlocks},
+		{"ElectionObserve", s.electionObserve},
+		{"ElectionReplaced", s.electionReplaced},
+		{"ElectionFenced", s.electionFenced},
+		{"ElectionErrors", s.electionErrors},
 	}
 }
 

@@ -143,3 +143,9 @@ func BenchmarkConformance(b *testing.B) {
 		})
 	}
 }
+
+// TestElectionSentinel runs the election section through Sentinel: the
+// election's Mutex, Inspect and Watch go to the primary it names.
+func TestElectionSentinel(t *testing.T) {
+	conformance.RunElection(t, harness(t, testenv.Endpoint(t, "DLOCK_REDIS_SENTINEL_URL")))
+}

@@ -16,7 +16,8 @@ var _ driver.Inspector = (*Driver)(nil)
 // each, in parallel) and reports what a majority says: the key is held
 // when one owner holds it on a majority of instances. Its token is the
 // counter value on a majority of instances (phase 2 of acquire puts it
-// there; before that, the largest counter of the holder's), the lease left is the
+// there; before that, the quorum-th smallest counter of the holder's, which
+// is never above the token the holder gets), the lease left is the
 // majority's shortest (the hold is valid while a majority keeps it), and
 // Waiters is -1: Redlock keeps no queue. Fewer than a majority of answers
 // is an ErrUnavailable error.
@@ -88,7 +89,8 @@ func (d *Driver) inspect(ctx context.Context, key string, brk bool) (driver.Info
 // the key, at least quorum of them. Its token is on a majority of the
 // counters (acquire puts it there, and only a later grant on a majority
 // moves them past it), whether or not those instances still have the lock;
-// until phase 2 is done, it is the largest counter of the holder's.
+// until phase 2 is done, it is the quorum-th smallest counter of the
+// holder's.
 func majorityInfo(rs []redislua.InspectReply, counters map[uint64]int, quorum int) driver.Info {
 	var token uint64
 	for c, n := range counters {
@@ -97,9 +99,18 @@ func majorityInfo(rs []redislua.InspectReply, counters map[uint64]int, quorum in
 		}
 	}
 	if token == 0 {
-		for _, r := range rs {
-			token = max(token, r.Counter)
+		// Phase 2 is not done: the token T is the largest counter of the
+		// first majority that granted, so at least quorum of the holder's
+		// counters are at most T, and the quorum-th smallest is at most T.
+		// It is T unless an instance that granted late has a counter below
+		// it; a reader that sees it is never shown a token above the one
+		// the holder gets.
+		cs := make([]uint64, len(rs))
+		for i, r := range rs {
+			cs[i] = r.Counter
 		}
+		slices.Sort(cs)
+		token = cs[quorum-1]
 	}
 	left := make([]time.Duration, len(rs))
 	for i, r := range rs {
