@@ -59,6 +59,15 @@ type runConfig struct {
 	verbose bool
 	metrics bool
 	argv    []string
+	elect   bool // lockctl elect: the key is an election's name
+}
+
+// noun names what lockctl holds, in messages.
+func (c runConfig) noun() string {
+	if c.elect {
+		return "leadership of"
+	}
+	return "lock"
 }
 
 func runMain(ctx context.Context, args []string, sys IO) int {
@@ -230,7 +239,7 @@ func lockFor(ctx context.Context, m dlock.Mutex, wait time.Duration) error {
 }
 
 // unlock releases m, bounded in time; it reports whether the hold was lost.
-func unlock(m dlock.Mutex, sys IO) (lost bool, err error) {
+func unlock(m holding, sys IO) (lost bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()
 	err = m.Unlock(ctx)
