@@ -91,6 +91,14 @@ func TestFaults(t *testing.T) {
 			slowLinks(t, b)
 		})
 	}
+	// Leader election (dlock.Election): the same worker loop as candidates.
+	for _, name := range order {
+		mk := common[name]
+		t.Run("14-leader-paused-past-lease/"+name, func(t *testing.T) { leaderPausedPastLease(t, mk(t)) })
+		t.Run("15-leader-killed/"+name, func(t *testing.T) { leaderKilled(t, mk(t)) })
+	}
+	t.Run("14-leader-paused-past-lease/etcd3", func(t *testing.T) { leaderPausedPastLease(t, etcd3B(t)) })
+	t.Run("15-leader-killed/etcd3", func(t *testing.T) { leaderKilled(t, etcd3B(t)) })
 	t.Run("6-redis-restart", func(t *testing.T) { redisRestart(t, redisB(t)) })
 	t.Run("6c-restart/postgres", func(t *testing.T) { postgresRestart(t, postgresB(t)) })
 	t.Run("6b-redis-snapshot-rollback", func(t *testing.T) {

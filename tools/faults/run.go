@@ -57,6 +57,9 @@ type RunOptions struct {
 	// SelfStop, when set, makes worker 0 stop itself after its first read
 	// (see WorkerConfig.SelfStop); wait for it with WaitStopped.
 	SelfStop bool
+	// Elect makes the workers candidates in an election instead of
+	// holders of a lock (see WorkerConfig.Elect).
+	Elect bool
 }
 
 // Start starts the resource and the workers.
@@ -80,6 +83,7 @@ func Start(t testing.TB, b Backend, o RunOptions) *Run {
 			cfg.Hold = o.Hold(i)
 		}
 		cfg.SelfStop = o.SelfStop && i == 0
+		cfg.Elect = o.Elect
 		w := &worker{cfg: cfg, done: make(chan struct{}), log: filepath.Join(logDir, fmt.Sprintf("worker-%d.log", i))}
 		w.cmd = exec.Command(os.Args[0], "-test.run=^$")
 		w.cmd.Env = append(os.Environ(), cfg.env()...)

@@ -26,6 +26,7 @@ const (
 	envResource = "DLOCK_FAULT_RESOURCE" // resource base URL
 	envHold     = "DLOCK_FAULT_HOLD"     // fixed sleep between read and write; random 0-200ms if empty
 	envSelfStop = "DLOCK_FAULT_SELFSTOP" // stop (SIGSTOP) itself after its first read
+	envElect    = "DLOCK_FAULT_ELECT"    // campaign in an election on the key instead of locking it
 )
 
 // WorkerConfig describes one worker process.
@@ -40,6 +41,10 @@ type WorkerConfig struct {
 	// accepted read, so a pause lands inside a hold every time, however
 	// slow the machine is to react; the test resumes it.
 	SelfStop bool
+	// Elect makes the worker a candidate in a dlock.Election named Key:
+	// Campaign instead of Lock, the term as the token, Resign instead of
+	// Unlock. The rest of the loop is the same.
+	Elect bool
 }
 
 func (c WorkerConfig) env() []string {
@@ -56,6 +61,9 @@ func (c WorkerConfig) env() []string {
 	if c.SelfStop {
 		env = append(env, envSelfStop+"=1")
 	}
+	if c.Elect {
+		env = append(env, envElect+"=1")
+	}
 	return env
 }
 
@@ -69,7 +77,7 @@ func MaybeWorker() {
 	ttl, _ := time.ParseDuration(os.Getenv(envTTL))
 	hold, _ := time.ParseDuration(os.Getenv(envHold))
 	cfg := WorkerConfig{ID: id, URL: os.Getenv(envURL), Key: os.Getenv(envKey), TTL: ttl,
-		Resource: os.Getenv(envResource), Hold: hold, SelfStop: os.Getenv(envSelfStop) == "1"}
+		Resource: os.Getenv(envResource), Hold: hold, SelfStop: os.Getenv(envSelfStop) == "1", Elect: os.Getenv(envElect) == "1"}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := runWorker(ctx, cfg); err != nil {
@@ -110,7 +118,7 @@ func (c *workerClient) event(e Event) {
 
 // op reads or writes through the resource, carrying the token and the
 // lease's current deadline.
-func (c *workerClient) op(kind string, m dlock.Mutex, token dlock.Token, value int64) (opReply, error) {
+func (c *workerClient) op(kind string, m hold, token dlock.Token, value int64) (opReply, error) {
 	var expires int64
 	if l := m.Lease(); l.Token == token {
 		expires = MonoAt(l.Expires)
@@ -134,9 +142,19 @@ func runWorker(ctx context.Context, cfg WorkerConfig) error {
 		return err
 	}
 	defer locker.Close()
-	m, err := locker.NewMutex(cfg.Key, dlock.WithTTL(cfg.TTL))
-	if err != nil {
-		return err
+	var m hold
+	if cfg.Elect {
+		e, err := dlock.NewElection(locker, cfg.Key, dlock.WithTTL(cfg.TTL))
+		if err != nil {
+			return err
+		}
+		m = candidate{e, fmt.Sprintf("worker %d", cfg.ID)}
+	} else {
+		mu, err := locker.NewMutex(cfg.Key, dlock.WithTTL(cfg.TTL))
+		if err != nil {
+			return err
+		}
+		m = mu
 	}
 	c.event(Event{Kind: EvReady})
 	for ctx.Err() == nil {
@@ -199,6 +217,28 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
+// hold is what the worker loop takes and gives back: a Mutex, or an
+// Election's leadership (candidate).
+type hold interface {
+	Lock(ctx context.Context) error
+	Unlock(ctx context.Context) error
+	Token() dlock.Token
+	Lease() dlock.Lease
+	Done() <-chan struct{}
+}
+
+// candidate is an Election seen as a hold: Campaign, the term, Resign.
+type candidate struct {
+	e     *dlock.Election
+	value string
+}
+
+func (c candidate) Lock(ctx context.Context) error   { return c.e.Campaign(ctx, c.value) }
+func (c candidate) Unlock(ctx context.Context) error { return c.e.Resign(ctx) }
+func (c candidate) Token() dlock.Token               { return c.e.Term() }
+func (c candidate) Lease() dlock.Lease               { return c.e.Lease() }
+func (c candidate) Done() <-chan struct{}            { return c.e.Done() }
+
 type loss struct {
 	at      int64 // when Done closed
 	expires int64 // the validity deadline last seen before that
@@ -206,7 +246,7 @@ type loss struct {
 
 // watchLoss samples the hold's validity deadline (renewals move it) until
 // Done closes, and then reports when that was and the last deadline seen.
-func watchLoss(m dlock.Mutex, token dlock.Token) <-chan loss {
+func watchLoss(m hold, token dlock.Token) <-chan loss {
 	out := make(chan loss, 1)
 	done := m.Done()
 	go func() {
