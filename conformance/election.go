@@ -104,7 +104,7 @@ func (s *suite) electionOneLeader(t *testing.T) {
 				last = term
 				mu.Unlock()
 				if got, err := watcher.Leader(ctx); err != nil || got.Value != value || got.Term != term {
-					errs <- fmt.Errorf("Leader while %q (term %d) leads: %+v, %v", value, term, got, err)
+					errs <- fmt.Errorf("e.Leader() while %q (term %d) leads: %+v, %v", value, term, got, err)
 				}
 				if !e.Lease().Valid() || isClosed(e.Done()) {
 					errs <- fmt.Errorf("%s: leading with Lease().Valid() = %v, Done closed = %v", value, e.Lease().Valid(), isClosed(e.Done()))
@@ -112,7 +112,7 @@ func (s *suite) electionOneLeader(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 				inside.Add(-1)
 				if err := e.Resign(ctx); err != nil {
-					errs <- fmt.Errorf("Resign by %q: %w", value, err)
+					errs <- fmt.Errorf("e.Resign() by %q: %w", value, err)
 					return
 				}
 				if e.Term() != 0 || !isClosed(e.Done()) || !errors.Is(e.Err(), dlock.ErrUnlocked) {
