@@ -67,24 +67,28 @@ type Leader struct {
 // watchdog about every TTL/3, one Renew each. The waits and watches used:
 //
 //	memory    in-process notification on release and expiry; no round trip
-//	file      inotify on the key's lock file; a few file operations each
-//	redis     candidates: pub/sub on name's release channel (sharded pub/sub on
-//	          Cluster; through the master on Sentinel) plus a timer at the
+//	file      inotify on the key's state file; a few file operations each
+//	redis     candidates: pub/sub on name's release channel (sharded pub/sub
+//	          on Cluster; the primary Sentinel names) plus a timer at the
 //	          leader's remaining lease; observers: a subscription to the
 //	          announce key's release channel; Lock and Unlock one script each
-//	redlock   the same on every instance, quorum of the masters; an acquire
-//	          makes one round trip to every master (two when their counters
-//	          disagree), a release one
-//	etcd      candidates queue on the server (create revision order) and watch
-//	          their predecessor; observers an etcd watch on the announce
-//	          key's queue prefix; Lock is a put and a range, Unlock a delete
-//	zookeeper candidates queue as sequential znodes and watch their
-//	          predecessor; observers a child watch on the announce key's
-//	          znode; Lock creates a znode and lists the queue, Unlock deletes
+//	redlock   the same on every master; an acquire is one round trip to every
+//	          master, plus one to write the token back where the masters'
+//	          counters disagree (phase 2); a release one
+//	etcd      candidates queue on the server (create revision order), each
+//	          watching its predecessor; observers: an etcd watch on the
+//	          announce key's queue prefix; Lock and Unlock one Raft write each
+//	          (on a lease from the Locker's pool)
+//	zookeeper candidates queue as sequential znodes, each watching its
+//	          predecessor; observers: a child watch on the announce key's
+//	          znode; Lock creates a znode, syncs and lists the queue, Unlock
+//	          deletes the znode
 //	consul    blocking queries on name (candidates) and on the announce key
-//	          (observers); Lock and Unlock one transaction each
-//	postgres  LISTEN/NOTIFY on release plus a timer at the leader's
-//	          remaining lease; Lock and Unlock one statement each
+//	          (observers); Lock and Unlock one transaction each (on a session
+//	          from the Locker's pool)
+//	postgres  candidates: LISTEN/NOTIFY on release plus a timer at the
+//	          leader's remaining lease; observers: the announce key's
+//	          NOTIFY; Lock and Unlock one statement each
 //
 // # Guarantees
 //
