@@ -323,11 +323,12 @@ func (s *suite) electionObserve(t *testing.T) {
 	waitGoroutines(t, base, "after Observe's context ended")
 }
 
-// ElectionReplaced: a leader whose Locker is closed without Resign, and a
+// ElectionReplaced: a leader whose Locker is closed without Resign, a
 // leader whose hold is lost (it stops renewing, as a crashed process
-// would), are replaced by a waiting candidate with a greater term; the
-// lost leader's Done is closed by the time the new leader's Campaign
-// returns.
+// would), and a leader whose hold is broken from outside are replaced by a
+// waiting candidate with a greater term; the lost leader's Done is closed
+// by the time the new leader's Campaign returns (the broken one's within
+// its renewal interval).
 func (s *suite) electionReplaced(t *testing.T) {
 	name := s.key(t, "e")
 	ttl := s.h.ttl()
@@ -389,7 +390,36 @@ func (s *suite) electionReplaced(t *testing.T) {
 		t.Fatalf("Resign by the lost leader: %v; want ErrLockLost", err)
 	}
 	wantLeader(t, ctx, watcher, "c", c.Term()) // its Resign took nothing from c
-	if err := c.Resign(ctx); err != nil {
+
+	// c's hold is broken from outside (key deleted, lease revoked, session
+	// destroyed): its Done closes, and d, waiting, takes over.
+	termC := c.Term()
+	d := mustElection(t, s.locker(t), name, dlock.WithTTL(s.h.longTTL()))
+	won = campaign(ctx, d, "d")
+	if err := s.h.BreakLease(ctx, name); err != nil {
+		t.Fatalf("BreakLease: %v", err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(s.h.longTTL() + s.h.ExpiryGrace + slack):
+		t.Fatal("broken leader's Done still open")
+	}
+	if !errors.Is(c.Err(), dlock.ErrLockLost) {
+		t.Fatalf("broken leader's Err: %v; want ErrLockLost", c.Err())
+	}
+	select {
+	case err := <-won:
+		if err != nil {
+			t.Fatalf("Campaign behind a broken leader: %v", err)
+		}
+	case <-time.After(s.h.longTTL() + s.h.ExpiryGrace + slack):
+		t.Fatal("no new leader after the leader's hold was broken")
+	}
+	if d.Term() <= termC {
+		t.Fatalf("new leader's term %d; want greater than the broken leader's %d", d.Term(), termC)
+	}
+	wantLeader(t, ctx, watcher, "d", d.Term())
+	if err := d.Resign(ctx); err != nil {
 		t.Fatalf("Resign: %v", err)
 	}
 }
