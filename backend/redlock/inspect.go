@@ -16,8 +16,8 @@ var _ driver.Inspector = (*Driver)(nil)
 // each, in parallel) and reports what a majority says: the key is held
 // when one owner holds it on a majority of instances. Its token is the
 // counter value on a majority of instances (phase 2 of acquire puts it
-// there; before that, the quorum-th smallest counter of the holder's, which
-// is never above the token the holder gets), the lease left is the
+// there; while an acquire or a release is in flight, the smallest counter
+// of the holder's, which is never above its token), the lease left is the
 // majority's shortest (the hold is valid while a majority keeps it), and
 // Waiters is -1: Redlock keeps no queue. Fewer than a majority of answers
 // is an ErrUnavailable error.
@@ -89,8 +89,8 @@ func (d *Driver) inspect(ctx context.Context, key string, brk bool) (driver.Info
 // the key, at least quorum of them. Its token is on a majority of the
 // counters (acquire puts it there, and only a later grant on a majority
 // moves them past it), whether or not those instances still have the lock;
-// until phase 2 is done, it is the quorum-th smallest counter of the
-// holder's.
+// while an acquire or a release is in flight, it is the smallest counter of
+// the holder's, never above its token.
 func majorityInfo(rs []redislua.InspectReply, counters map[uint64]int, quorum int) driver.Info {
 	var token uint64
 	for c, n := range counters {
@@ -99,18 +99,18 @@ func majorityInfo(rs []redislua.InspectReply, counters map[uint64]int, quorum in
 		}
 	}
 	if token == 0 {
-		// Phase 2 is not done: the token T is the largest counter of the
-		// first majority that granted, so at least quorum of the holder's
-		// counters are at most T, and the quorum-th smallest is at most T.
-		// It is T unless an instance that granted late has a counter below
-		// it; a reader that sees it is never shown a token above the one
-		// the holder gets.
-		cs := make([]uint64, len(rs))
-		for i, r := range rs {
-			cs[i] = r.Counter
+		// An acquire or a release is in flight (or an instance came back
+		// without its counter): the counters disagree. Every counter of an
+		// instance where the lock is still the holder's is the one its
+		// grant set, or the token T that phase 2 wrote there; those of the
+		// first majority to grant, of which the holder keeps at least one
+		// (two majorities meet), are at most T. So the smallest is at most
+		// T: a reader is never shown a token above the holder's, neither
+		// while its acquire ends nor while its release runs.
+		token = rs[0].Counter
+		for _, r := range rs[1:] {
+			token = min(token, r.Counter)
 		}
-		slices.Sort(cs)
-		token = cs[quorum-1]
 	}
 	left := make([]time.Duration, len(rs))
 	for i, r := range rs {
