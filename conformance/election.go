@@ -333,7 +333,8 @@ func (s *suite) electionReplaced(t *testing.T) {
 	name := s.key(t, "e")
 	ttl := s.h.ttl()
 	ctx := ctxFor(t, 2*time.Minute)
-	watcher := mustElection(t, s.locker(t), name)
+	lw := s.locker(t)
+	watcher := mustElection(t, lw, name)
 
 	// Closed without Resign.
 	la := s.locker(t)
@@ -391,13 +392,14 @@ func (s *suite) electionReplaced(t *testing.T) {
 	}
 	wantLeader(t, ctx, watcher, "c", c.Term()) // its Resign took nothing from c
 
-	// c's hold is broken from outside (key deleted, lease revoked, session
-	// destroyed): its Done closes, and d, waiting, takes over.
+	// c's hold is broken from outside (Locker.Break, as "lockctl break"
+	// does; on queue backends it leaves d queued): its Done closes, and d,
+	// waiting, takes over.
 	termC := c.Term()
 	d := mustElection(t, s.locker(t), name, dlock.WithTTL(s.h.longTTL()))
 	won = campaign(ctx, d, "d")
-	if err := s.h.BreakLease(ctx, name); err != nil {
-		t.Fatalf("BreakLease: %v", err)
+	if info, err := lw.Break(ctx, name); err != nil || !info.Held || info.Token != termC || info.Owner != "c" {
+		t.Fatalf("Break: %+v, %v; want the leader's hold (term %d, value c)", info, err, termC)
 	}
 	select {
 	case <-c.Done():

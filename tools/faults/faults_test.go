@@ -99,6 +99,8 @@ func TestFaults(t *testing.T) {
 	}
 	t.Run("14-leader-paused-past-lease/etcd3", func(t *testing.T) { leaderPausedPastLease(t, etcd3B(t)) })
 	t.Run("15-leader-killed/etcd3", func(t *testing.T) { leaderKilled(t, etcd3B(t)) })
+	t.Run("14-leader-paused-past-lease/zookeeper3", func(t *testing.T) { leaderPausedPastLease(t, zk3B(t)) })
+	t.Run("15-leader-killed/zookeeper3", func(t *testing.T) { leaderKilled(t, zk3B(t)) })
 	t.Run("6-redis-restart", func(t *testing.T) { redisRestart(t, redisB(t)) })
 	t.Run("6c-restart/postgres", func(t *testing.T) { postgresRestart(t, postgresB(t)) })
 	t.Run("6b-redis-snapshot-rollback", func(t *testing.T) {
