@@ -75,13 +75,22 @@
 //
 // Errors are matched with errors.Is against the sentinels ErrNotAcquired,
 // ErrNotHeld, ErrLockLost, ErrClosed, ErrUnavailable, ErrAlreadyHeld,
-// ErrInvalidKey, ErrInvalidOption and ErrInvalidURL. A caller's
+// ErrInvalidKey, ErrInvalidOption and ErrInvalidURL (and, for elections,
+// ErrNoLeader). A caller's
 // context.Canceled or context.DeadlineExceeded stays in the chain; when the
 // context ends during Lock, the error also matches ErrNotAcquired if the
 // backend answered that the key was held, and ErrUnavailable only if it
 // never answered. A lost hold's error matches ErrLockLost (never
 // ErrNotHeld) and one of ErrRenewalFailed, ErrReportedLost and
 // ErrLeaseExpired; Mutex.Err returns it, or ErrUnlocked or ErrClosed.
+//
+// # Leader election
+//
+// NewElection builds leader election on the same pieces, on every
+// backend: Campaign is a Lock of the election's name with the candidate's
+// value as its owner description, the term is the hold's fencing token,
+// Done is its loss signal, Leader is an Inspect, and Observe follows the
+// leaders through a watch (see Election for the costs per backend).
 //
 // # Observing
 //

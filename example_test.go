@@ -119,3 +119,43 @@ func ExampleWithLogger() {
 	defer m.Unlock(ctx)
 	// Output:
 }
+
+// Leader election: Campaign blocks until this candidate leads; Term is the
+// fencing token to hand to what the leader writes to; Done closes when
+// leadership ends; Observe follows the leaders from anywhere.
+func ExampleElection() {
+	ctx := context.Background()
+	locker, err := dlock.Open(ctx, "mem://example-election?ttl=10s")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer locker.Close()
+
+	watcher, _ := dlock.NewElection(locker, "scheduler")
+	leaders, _ := watcher.Observe(ctx)
+
+	e, err := dlock.NewElection(locker, "scheduler")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := e.Campaign(ctx, "host=a"); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("leading, term > 0:", e.Term() > 0)
+	l := <-leaders
+	fmt.Println("observed:", l.Value, l.Term == e.Term())
+
+	// Lead while e.Lease().Valid(); stop when <-e.Done() fires.
+	if err := e.Resign(ctx); err != nil {
+		fmt.Println(err)
+	}
+	_, err = watcher.Leader(ctx)
+	fmt.Println("after Resign:", errors.Is(err, dlock.ErrNoLeader))
+	// Output:
+	// leading, term > 0: true
+	// observed: host=a true
+	// after Resign: true
+}

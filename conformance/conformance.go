@@ -27,9 +27,11 @@
 // CloseRace, LockTimeoutClass, UnlockAfterTakeover, LocksAfterLoss,
 // HoldCause, PausedHold, operating locks': Inspect, InspectQueue,
 // InspectExpiry, Break, InspectErrors, multi-key locks': MultiLock,
-// MultiPartial, MultiOverlap, MultiLoss, MultiClose, and semaphores':
+// MultiPartial, MultiOverlap, MultiLoss, MultiClose, semaphores':
 // Semaphore, SemaphoreBound, SemaphoreExpiry, SemaphoreMismatch,
-// SemaphoreClose. RunBenchmarks measures the same
+// SemaphoreClose, and leader election's: ElectionOneLeader,
+// ElectionBlocks, ElectionObserve, ElectionReplaced, ElectionFenced,
+// ElectionErrors. RunBenchmarks measures the same
 // backend: uncontended Lock+Unlock, parallel distinct keys, and contended
 // handoff.
 package conformance
@@ -189,6 +191,15 @@ func Run(t *testing.T, h Harness) {
 		{"SemaphoreMismatch", false, s.semaphoreMismatch},
 		{"SemaphoreClose", false, s.semaphoreClose},
 	}
+	// Leader election (election.go): serial, since they count goroutines
+	// and close Lockers.
+	for _, c := range s.electionCases() {
+		cases = append(cases, struct {
+			name     string
+			parallel bool
+			fn       func(t *testing.T)
+		}{c.name, false, c.fn})
+	}
 	for _, c := range cases {
 		if c.name == "Unavailable" && h.InProcess {
 			continue // no server to be unreachable
@@ -199,6 +210,35 @@ func Run(t *testing.T, h Harness) {
 			}
 			c.fn(t)
 		})
+	}
+}
+
+// RunElection runs only the election cases (the Election* subtests of Run),
+// for a topology that runs the rest of the suite elsewhere (Redis through
+// Sentinel, whose Mutex is the standalone one's).
+func RunElection(t *testing.T, h Harness) {
+	if h.NewLocker == nil || h.BreakLease == nil || h.URL == "" {
+		t.Fatal("conformance: Harness needs NewLocker, BreakLease and URL")
+	}
+	s := &suite{h: h, run: randomID()}
+	for _, c := range s.electionCases() {
+		t.Run(c.name, c.fn)
+	}
+}
+
+type namedCase struct {
+	name string
+	fn   func(t *testing.T)
+}
+
+func (s *suite) electionCases() []namedCase {
+	return []namedCase{
+		{"ElectionOneLeader", s.electionOneLeader},
+		{"ElectionBlocks", s.electionBlocks},
+		{"ElectionObserve", s.electionObserve},
+		{"ElectionReplaced", s.electionReplaced},
+		{"ElectionFenced", s.electionFenced},
+		{"ElectionErrors", s.electionErrors},
 	}
 }
 

@@ -84,6 +84,9 @@ type locker struct {
 	once sync.Once
 }
 
+// Unwrap lets dlock.NewElection find the Locker underneath.
+func (l *locker) Unwrap() dlock.Locker { return l.Locker }
+
 func (l *locker) Close() error {
 	err := l.Locker.Close()
 	l.once.Do(func() {

@@ -16,7 +16,8 @@ var _ driver.Inspector = (*Driver)(nil)
 // each, in parallel) and reports what a majority says: the key is held
 // when one owner holds it on a majority of instances. Its token is the
 // counter value on a majority of instances (phase 2 of acquire puts it
-// there; before that, the largest counter of the holder's), the lease left is the
+// there; while an acquire or a release is in flight, the smallest counter
+// of the holder's, which is never above its token), the lease left is the
 // majority's shortest (the hold is valid while a majority keeps it), and
 // Waiters is -1: Redlock keeps no queue. Fewer than a majority of answers
 // is an ErrUnavailable error.
@@ -88,7 +89,8 @@ func (d *Driver) inspect(ctx context.Context, key string, brk bool) (driver.Info
 // the key, at least quorum of them. Its token is on a majority of the
 // counters (acquire puts it there, and only a later grant on a majority
 // moves them past it), whether or not those instances still have the lock;
-// until phase 2 is done, it is the largest counter of the holder's.
+// while an acquire or a release is in flight, it is the smallest counter of
+// the holder's, never above its token.
 func majorityInfo(rs []redislua.InspectReply, counters map[uint64]int, quorum int) driver.Info {
 	var token uint64
 	for c, n := range counters {
@@ -97,8 +99,17 @@ func majorityInfo(rs []redislua.InspectReply, counters map[uint64]int, quorum in
 		}
 	}
 	if token == 0 {
-		for _, r := range rs {
-			token = max(token, r.Counter)
+		// An acquire or a release is in flight (or an instance came back
+		// without its counter): the counters disagree. Every counter of an
+		// instance where the lock is still the holder's is the one its
+		// grant set, or the token T that phase 2 wrote there; those of the
+		// first majority to grant, of which the holder keeps at least one
+		// (two majorities meet), are at most T. So the smallest is at most
+		// T: a reader is never shown a token above the holder's, neither
+		// while its acquire ends nor while its release runs.
+		token = rs[0].Counter
+		for _, r := range rs[1:] {
+			token = min(token, r.Counter)
 		}
 	}
 	left := make([]time.Duration, len(rs))

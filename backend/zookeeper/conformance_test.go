@@ -156,6 +156,9 @@ type connLocker struct {
 	conn *zk.Conn
 }
 
+// Unwrap lets dlock.NewElection find the Locker underneath.
+func (l connLocker) Unwrap() dlock.Locker { return l.Locker }
+
 func (l connLocker) Close() error {
 	err := l.Locker.Close()
 	l.conn.Close()

@@ -92,8 +92,18 @@ func TestFaults(t *testing.T) {
 			}
 			slowLinks(t, b)
 		})
-		t.Run("14-semaphore-paused/"+name, func(t *testing.T) { semaphorePaused(t, mk(t)) })
+		t.Run("16-semaphore-paused/"+name, func(t *testing.T) { semaphorePaused(t, mk(t)) })
 	}
+	// Leader election (dlock.Election): the same worker loop as candidates.
+	for _, name := range order {
+		mk := common[name]
+		t.Run("14-leader-paused-past-lease/"+name, func(t *testing.T) { leaderPausedPastLease(t, mk(t)) })
+		t.Run("15-leader-killed/"+name, func(t *testing.T) { leaderKilled(t, mk(t)) })
+	}
+	t.Run("14-leader-paused-past-lease/etcd3", func(t *testing.T) { leaderPausedPastLease(t, etcd3B(t)) })
+	t.Run("15-leader-killed/etcd3", func(t *testing.T) { leaderKilled(t, etcd3B(t)) })
+	t.Run("14-leader-paused-past-lease/zookeeper3", func(t *testing.T) { leaderPausedPastLease(t, zk3B(t)) })
+	t.Run("15-leader-killed/zookeeper3", func(t *testing.T) { leaderKilled(t, zk3B(t)) })
 	t.Run("6-redis-restart", func(t *testing.T) { redisRestart(t, redisB(t)) })
 	t.Run("6c-restart/postgres", func(t *testing.T) { postgresRestart(t, postgresB(t)) })
 	t.Run("6b-redis-snapshot-rollback", func(t *testing.T) {
@@ -106,7 +116,7 @@ func TestFaults(t *testing.T) {
 		snapshotRollback(t, redlockB(t), "7d Redlock: every master restarted from an older snapshot during a hold",
 			[]string{"redlock-1", "redlock-2", "redlock-3", "redlock-4", "redlock-5"}, 15)
 	})
-	t.Run("14-semaphore-paused/etcd3", func(t *testing.T) { semaphorePaused(t, etcd3B(t)) })
+	t.Run("16-semaphore-paused/etcd3", func(t *testing.T) { semaphorePaused(t, etcd3B(t)) })
 	t.Run("8-leader/etcd3", func(t *testing.T) { leaderFaults(t, etcd3B(t)) })
 	t.Run("8-leader/zookeeper3", func(t *testing.T) { leaderFaults(t, zk3B(t)) })
 	t.Run("8-leader-isolated/etcd3", func(t *testing.T) { leaderIsolated(t, etcd3B(t)) })

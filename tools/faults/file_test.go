@@ -16,4 +16,6 @@ func TestHarnessOnFile(t *testing.T) {
 	t.Run("2-pause-past-lease", func(t *testing.T) { pausePastLease(t, b) })
 	t.Run("3-short-pause", func(t *testing.T) { shortPause(t, b) })
 	t.Run("4-holder-killed", func(t *testing.T) { holderKilled(t, b) })
+	t.Run("14-leader-paused-past-lease", func(t *testing.T) { leaderPausedPastLease(t, b) })
+	t.Run("15-leader-killed", func(t *testing.T) { leaderKilled(t, b) })
 }

@@ -37,6 +37,12 @@ const reportNotes = `
   monotone-tokens (tokens repeated). On Redlock the cell rolls back every
   master: with only some rolled back, quorum intersection already keeps the
   tokens increasing.
+- **14, 15** are 2 and 4 with the workers candidates of a dlock.Election
+  instead of holders of a Mutex (Campaign, the term as the token,
+  Resign): a leader paused past its lease is replaced, and its write with
+  its old term is refused by the fence (seen, unfenced: the canary); a
+  leader killed is replaced within the lease plus the liveness bound, with
+  terms increasing.
 - **12** runs a private redis-sentinel topology (a primary, one replica,
   three Sentinels; a primary is down after 1 s). The primary refuses its
   replica PSYNC (an ACL rule) and drops the replication link, so the
@@ -97,7 +103,7 @@ const reportNotes = `
   a read after it, which a cut-off follower does not answer; with local
   reads the cell failed, Done closing about 4 s after the next Lock
   returned.
-- **14** runs four workers on a semaphore of two permits (dlock.Semaphore):
+- **16** runs four workers on a semaphore of two permits (dlock.Semaphore):
   each worker holds one permit and increments that permit's own counter,
   fenced on the permit's key. Worker 0 stops itself after a read, past its
   lease; its permit goes to a waiter, whose write comes first; worker 0 then

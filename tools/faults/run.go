@@ -60,6 +60,9 @@ type RunOptions struct {
 	// Permits, when above 0, makes every worker hold a permit of a
 	// semaphore of that many instead of the lock (WorkerConfig.Permits).
 	Permits int
+	// Elect makes the workers candidates in an election instead of
+	// holders of a lock (see WorkerConfig.Elect).
+	Elect bool
 }
 
 // Start starts the resource and the workers.
@@ -84,6 +87,7 @@ func Start(t testing.TB, b Backend, o RunOptions) *Run {
 		}
 		cfg.SelfStop = o.SelfStop && i == 0
 		cfg.Permits = o.Permits
+		cfg.Elect = o.Elect
 		w := &worker{cfg: cfg, done: make(chan struct{}), log: filepath.Join(logDir, fmt.Sprintf("worker-%d.log", i))}
 		w.cmd = exec.Command(os.Args[0], "-test.run=^$")
 		w.cmd.Env = append(os.Environ(), cfg.env()...)

@@ -75,8 +75,20 @@ func lostReported(h History, victim Event) bool {
 // Scenario 2: a holder paused past its lease, then resumed. Without fencing
 // its stale write must be seen (canary); with fencing it must be rejected.
 func pausePastLease(t *testing.T, b Backend) {
+	pausedPastLease(t, b, "2 holder paused past its lease", false)
+}
+
+// Scenario 14: as 2, with the workers candidates of an election: the
+// leader is paused past its lease, another candidate is elected, and the
+// resumed leader's write with its old term must be refused by the fence
+// (seen, without fencing).
+func leaderPausedPastLease(t *testing.T, b Backend) {
+	pausedPastLease(t, b, "14 leader paused past its lease", true)
+}
+
+func pausedPastLease(t *testing.T, b Backend, label string, elect bool) {
 	for _, fenced := range []bool{false, true} {
-		r := Start(t, b, RunOptions{Workers: 3, Fenced: fenced, Hold: victimHold(100 * time.Millisecond), SelfStop: true})
+		r := Start(t, b, RunOptions{Workers: 3, Fenced: fenced, Hold: victimHold(100 * time.Millisecond), SelfStop: true, Elect: elect})
 		victim := r.WaitFor(time.Minute, "the victim's read", isRead(0))
 		r.WaitStopped(0)
 		r.WaitFor(b.TTL+b.Grace+time.Minute, "a write by the next holder", writeAfter(victim))
@@ -84,13 +96,13 @@ func pausePastLease(t *testing.T, b Backend) {
 		r.WaitFor(30*time.Second, "the victim's stale step", staleStep(victim))
 		h := r.Stop()
 		if fenced {
-			judge(t, "2 holder paused past its lease (fenced)", b, h,
+			judge(t, label+" (fenced)", b, h,
 				expect{must: []string{"exclusion", "lost-updates", "stale-token", "monotone-tokens"}})
 			if !rejected(h, victim) {
 				t.Errorf("%s: the paused holder's stale write was not rejected", b.Name)
 			}
 		} else {
-			judge(t, "2 holder paused past its lease (unfenced)", b, h,
+			judge(t, label+" (unfenced)", b, h,
 				expect{must: []string{"exclusion", "monotone-tokens"}, canary: []string{"stale-token", "lost-updates"}})
 		}
 	}
@@ -122,8 +134,15 @@ func shortPause(t *testing.T, b Backend) {
 
 // Scenario 4: the holder is killed; another worker acquires within the
 // lease plus the liveness bound.
-func holderKilled(t *testing.T, b Backend) {
-	r := Start(t, b, RunOptions{Workers: 3, Fenced: true, Hold: victimHold(b.TTL)})
+func holderKilled(t *testing.T, b Backend) { killed(t, b, "4 holder killed", false) }
+
+// Scenario 15: as 4, with the workers candidates of an election: the
+// leader is killed, another candidate leads within the lease plus the
+// liveness bound, and terms keep increasing.
+func leaderKilled(t *testing.T, b Backend) { killed(t, b, "15 leader killed", true) }
+
+func killed(t *testing.T, b Backend, label string, elect bool) {
+	r := Start(t, b, RunOptions{Workers: 3, Fenced: true, Hold: victimHold(b.TTL), Elect: elect})
 	r.WaitFor(time.Minute, "the victim's read", isRead(0))
 	r.Kill(0)
 	r.Healed()
@@ -131,7 +150,7 @@ func holderKilled(t *testing.T, b Backend) {
 	r.WaitFor(b.TTL+b.Grace+b.Liveness+time.Minute, "an acquisition after the kill",
 		func(e Event) bool { return e.Kind == EvAcquire && e.Mono > killed })
 	time.Sleep(time.Second)
-	judge(t, "4 holder killed", b, r.Stop(), expect{must: allChecks})
+	judge(t, label, b, r.Stop(), expect{must: allChecks})
 }
 
 // Scenario 5 (and 9 on ZooKeeper): the holder is cut off from the lock

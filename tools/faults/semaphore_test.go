@@ -33,7 +33,7 @@ func semaphorePaused(t *testing.T, b Backend) {
 		h := r.Stop()
 		permits := CheckPermits(h, permitsRun)
 		if fenced {
-			judge(t, "14 semaphore permit holder paused past its lease (fenced)", b, h, expect{
+			judge(t, "16 semaphore permit holder paused past its lease (fenced)", b, h, expect{
 				extra: []Check{permits, PermitChecks(h, CheckExclusion), PermitChecks(h, CheckLostUpdates),
 					PermitChecks(h, CheckStaleTokens), PermitChecks(h, CheckMonotoneTokens)},
 			})
@@ -41,7 +41,7 @@ func semaphorePaused(t *testing.T, b Backend) {
 				t.Errorf("%s: the paused permit holder's stale write was not rejected", b.Name)
 			}
 		} else {
-			judge(t, "14 semaphore permit holder paused past its lease (unfenced)", b, h, expect{
+			judge(t, "16 semaphore permit holder paused past its lease (unfenced)", b, h, expect{
 				extra:       []Check{permits, PermitChecks(h, CheckExclusion), PermitChecks(h, CheckMonotoneTokens)},
 				canaryExtra: []Check{PermitChecks(h, CheckStaleTokens), PermitChecks(h, CheckLostUpdates)},
 			})

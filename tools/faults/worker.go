@@ -27,6 +27,7 @@ const (
 	envHold     = "DLOCK_FAULT_HOLD"     // fixed sleep between read and write; random 0-200ms if empty
 	envSelfStop = "DLOCK_FAULT_SELFSTOP" // stop (SIGSTOP) itself after its first read
 	envPermits  = "DLOCK_FAULT_PERMITS"  // > 0: hold a permit of a semaphore of that many instead of the lock
+	envElect    = "DLOCK_FAULT_ELECT"    // campaign in an election on the key instead of locking it
 )
 
 // WorkerConfig describes one worker process.
@@ -46,6 +47,10 @@ type WorkerConfig struct {
 	// operation then names the permit's key, which the resource fences
 	// and counts on its own.
 	Permits int
+	// Elect makes the worker a candidate in a dlock.Election named Key:
+	// Campaign instead of Lock, the term as the token, Resign instead of
+	// Unlock. The rest of the loop is the same.
+	Elect bool
 }
 
 func (c WorkerConfig) env() []string {
@@ -65,6 +70,9 @@ func (c WorkerConfig) env() []string {
 	if c.Permits > 0 {
 		env = append(env, envPermits+"="+strconv.Itoa(c.Permits))
 	}
+	if c.Elect {
+		env = append(env, envElect+"=1")
+	}
 	return env
 }
 
@@ -79,7 +87,8 @@ func MaybeWorker() {
 	hold, _ := time.ParseDuration(os.Getenv(envHold))
 	permits, _ := strconv.Atoi(os.Getenv(envPermits))
 	cfg := WorkerConfig{ID: id, URL: os.Getenv(envURL), Key: os.Getenv(envKey), TTL: ttl,
-		Resource: os.Getenv(envResource), Hold: hold, SelfStop: os.Getenv(envSelfStop) == "1", Permits: permits}
+		Resource: os.Getenv(envResource), Hold: hold, SelfStop: os.Getenv(envSelfStop) == "1", Permits: permits,
+		Elect: os.Getenv(envElect) == "1"}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := runWorker(ctx, cfg); err != nil {
@@ -206,7 +215,8 @@ func runWorker(ctx context.Context, cfg WorkerConfig) error {
 	return nil
 }
 
-// holder is what a worker holds: the lock, or a permit of a semaphore.
+// holder is what a worker holds: the lock, a permit of a semaphore, or an
+// election's leadership.
 type holder interface {
 	Lock(ctx context.Context) error
 	Unlock(ctx context.Context) error
@@ -222,6 +232,13 @@ func (p permit) Lock(ctx context.Context) error   { return p.Acquire(ctx) }
 func (p permit) Unlock(ctx context.Context) error { return p.Release(ctx) }
 
 func newHolder(l dlock.Locker, cfg WorkerConfig) (holder, error) {
+	if cfg.Elect {
+		e, err := dlock.NewElection(l, cfg.Key, dlock.WithTTL(cfg.TTL))
+		if err != nil {
+			return nil, err
+		}
+		return candidate{e, fmt.Sprintf("worker %d", cfg.ID)}, nil
+	}
 	if cfg.Permits > 0 {
 		s, err := dlock.NewSemaphore(l, cfg.Key, cfg.Permits, dlock.WithTTL(cfg.TTL))
 		if err != nil {
@@ -248,6 +265,18 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	}
 }
+
+// candidate is an Election seen as a hold: Campaign, the term, Resign.
+type candidate struct {
+	e     *dlock.Election
+	value string
+}
+
+func (c candidate) Lock(ctx context.Context) error   { return c.e.Campaign(ctx, c.value) }
+func (c candidate) Unlock(ctx context.Context) error { return c.e.Resign(ctx) }
+func (c candidate) Token() dlock.Token               { return c.e.Term() }
+func (c candidate) Lease() dlock.Lease               { return c.e.Lease() }
+func (c candidate) Done() <-chan struct{}            { return c.e.Done() }
 
 type loss struct {
 	at      int64 // when Done closed

@@ -35,6 +35,7 @@ const usage = `lockctl: distributed locks from the command line.
 Usage:
   lockctl run [flags] KEY -- COMMAND [ARGS...]   run COMMAND while holding the lock KEY
                                                  (--permits N: one of N permits, at most N at a time)
+  lockctl elect [flags] NAME -- COMMAND [ARGS...] run COMMAND while leading the election NAME
   lockctl demo [flags]                           show the oversell race, without and with a lock
   lockctl bench [flags] --backend URL ...        compare backends: throughput, latency, handoff
   lockctl status [flags] KEY...                  who holds each KEY: token, lease left, owner, waiters
@@ -46,7 +47,7 @@ Backends are URLs (?ttl=10s sets the default lease); built in:
 %s
 The default backend is $DLOCK_URL when set, else file://.
 
-Exit status of lockctl run: the command's own (128+N if it died of signal N),
+Exit status of lockctl run and elect: the command's own (128+N if it died of signal N),
 or one of lockctl's own codes:
   64  usage error: bad flag, key, TTL or URL
   69  backend error: the backend could not be reached or failed
@@ -70,6 +71,8 @@ func Main(ctx context.Context, args []string, sys IO) int {
 	switch cmd {
 	case "run":
 		return runMain(ctx, rest, sys)
+	case "elect":
+		return electMain(ctx, rest, sys)
 	case "demo":
 		return demoMain(ctx, rest, sys)
 	case "bench":
@@ -89,13 +92,13 @@ func Main(ctx context.Context, args []string, sys IO) int {
 		}
 		if len(rest) == 1 {
 			switch rest[0] {
-			case "run", "demo", "bench", "status", "break", "doctor":
+			case "run", "elect", "demo", "bench", "status", "break", "doctor":
 				return Main(ctx, []string{rest[0], "--help"}, sys)
 			}
 		}
-		return usageError(sys.Stderr, "help: unknown command %q (commands: run, demo, bench, status, break, doctor)", strings.Join(rest, " "))
+		return usageError(sys.Stderr, "help: unknown command %q (commands: run, elect, demo, bench, status, break, doctor)", strings.Join(rest, " "))
 	default:
-		return usageError(sys.Stderr, "unknown command %q (commands: run, demo, bench, status, break, doctor; see lockctl --help)", cmd)
+		return usageError(sys.Stderr, "unknown command %q (commands: run, elect, demo, bench, status, break, doctor; see lockctl --help)", cmd)
 	}
 }
 

@@ -40,7 +40,7 @@ func newHolder(l dlock.Locker, cfg runConfig, opts []dlock.Option) (holder, erro
 
 // permitKey is the key a fence checks DLOCK_TOKEN against: the permit's
 // own key with --permits, else KEY.
-func permitKey(h holder, key string) string {
+func permitKey(h holding, key string) string {
 	if p, ok := h.(permit); ok {
 		return p.PermitKey()
 	}

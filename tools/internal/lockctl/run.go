@@ -66,6 +66,15 @@ type runConfig struct {
 	metrics bool
 	permits int // > 0: hold one permit of a semaphore of that many
 	argv    []string
+	elect   bool // lockctl elect: the key is an election's name
+}
+
+// noun names what lockctl holds, in messages.
+func (c runConfig) noun() string {
+	if c.elect {
+		return "leadership of"
+	}
+	return "lock"
 }
 
 func runMain(ctx context.Context, args []string, sys IO) int {
@@ -241,7 +250,7 @@ func lockFor(ctx context.Context, m holder, wait time.Duration) error {
 }
 
 // unlock releases m, bounded in time; it reports whether the hold was lost.
-func unlock(m holder, sys IO) (lost bool, err error) {
+func unlock(m holding, sys IO) (lost bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()
 	err = m.Unlock(ctx)

@@ -94,3 +94,19 @@ func TestParseRunPermits(t *testing.T) {
 		}
 	}
 }
+
+func TestParseElect(t *testing.T) {
+	sys, _, _ := testIO(map[string]string{"DLOCK_URL": "etcd://10.0.0.1:2379"})
+	cfg, _, ok := parseElect([]string{"--ttl", "5s", "--value", "web-1", "--wait", "10s", "--on-lost", "kill", "-v", "scheduler", "--", "sh", "-c", "x"}, sys)
+	if !ok {
+		t.Fatal("parseElect failed")
+	}
+	if cfg.url != "etcd://10.0.0.1:2379" || cfg.key != "scheduler" || cfg.value != "web-1" || cfg.ttl != 5*time.Second ||
+		cfg.wait != 10*time.Second || cfg.onLost != syscall.SIGKILL || !cfg.verbose || !cfg.elect || strings.Join(cfg.argv, " ") != "sh -c x" {
+		t.Fatalf("parseElect = %+v", cfg)
+	}
+	cfg, _, ok = parseElect([]string{"scheduler", "true"}, sys)
+	if !ok || cfg.wait >= 0 || !strings.HasPrefix(cfg.value, "host=") || cfg.noun() != "leadership of" {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+}

@@ -1,6 +1,7 @@
 package lockctl
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,12 +12,22 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/dlock-go/dlock"
 )
+
+// holding is what supervise needs of a hold: a Mutex, or an Election's
+// leadership (leadership, in elect.go).
+type holding interface {
+	Done() <-chan struct{}
+	Token() dlock.Token
+	Unlock(ctx context.Context) error
+}
 
 // supervise starts COMMAND under the held lock m, forwards signals to it,
 // signals it when the lock is lost, releases the lock when it ends, and
 // returns lockctl's exit status.
-func supervise(m holder, cfg runConfig, sigs <-chan os.Signal, sys IO) int {
+func supervise(m holding, cfg runConfig, sigs <-chan os.Signal, sys IO) int {
 	cmd := command(m, cfg, sys)
 	tty, foreground := foregroundTTY(sys.Stdin)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
@@ -61,7 +72,7 @@ func supervise(m holder, cfg runConfig, sigs <-chan os.Signal, sys IO) int {
 			continue
 		case <-lostC:
 			lostC, lost = nil, true
-			fmt.Fprintf(sys.Stderr, "lockctl: lock %q lost while the command ran; sending it %v\n", cfg.key, signalName(cfg.onLost))
+			fmt.Fprintf(sys.Stderr, "lockctl: %s %q lost while the command ran; sending it %v\n", cfg.noun(), cfg.key, signalName(cfg.onLost))
 			signalGroup(pgid, cfg.onLost)
 			if cfg.onLost != syscall.SIGKILL {
 				t := time.NewTimer(cfg.grace)
@@ -81,11 +92,11 @@ func supervise(m holder, cfg runConfig, sigs <-chan os.Signal, sys IO) int {
 	status := exitStatus(cmd.ProcessState)
 	if lost {
 		_, _ = unlock(m, sys)
-		fmt.Fprintf(sys.Stderr, "lockctl: lock %q was lost while the command ran (command status %d)\n", cfg.key, status)
+		fmt.Fprintf(sys.Stderr, "lockctl: %s %q was lost while the command ran (command status %d)\n", cfg.noun(), cfg.key, status)
 		return ExitLockLost
 	}
 	if wasLost, err := unlock(m, sys); wasLost {
-		fmt.Fprintf(sys.Stderr, "lockctl: lock %q was lost while the command ran (command status %d): %v\n", cfg.key, status, err)
+		fmt.Fprintf(sys.Stderr, "lockctl: %s %q was lost while the command ran (command status %d): %v\n", cfg.noun(), cfg.key, status, err)
 		return ExitLockLost
 	}
 	if cfg.verbose {
@@ -95,7 +106,7 @@ func supervise(m holder, cfg runConfig, sigs <-chan os.Signal, sys IO) int {
 }
 
 // command builds COMMAND with DLOCK_KEY and DLOCK_TOKEN in its environment.
-func command(m holder, cfg runConfig, sys IO) *exec.Cmd {
+func command(m holding, cfg runConfig, sys IO) *exec.Cmd {
 	cmd := exec.Command(cfg.argv[0], cfg.argv[1:]...)
 	env := make([]string, 0, len(sys.Environ)+2)
 	for _, kv := range sys.Environ {

@@ -1,0 +1,182 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend/memory"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// inspecting is the faulty driver with the memory store's Inspector, so
+// that an Election can run on it.
+type inspecting struct {
+	*faulty
+	driver.Inspector
+}
+
+func newInspecting(t *testing.T, s *memory.Store, opts ...dlock.Option) (*faulty, dlock.Locker) {
+	t.Helper()
+	f := &faulty{Locker: s.Driver()}
+	l, err := dlock.NewLocker(inspecting{f, s.Driver().(driver.Inspector)}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return f, l
+}
+
+// wrapped is a Locker that embeds one of dlock's, as a program closing its
+// own client with the Locker would write.
+type wrapped struct{ dlock.Locker }
+
+type unwrapping struct{ dlock.Locker }
+
+func (u unwrapping) Unwrap() dlock.Locker { return u.Locker }
+
+// A Locker that is not dlock's cannot watch keys: NewElection says so with
+// errors.ErrUnsupported, as it does for a driver that cannot inspect; one
+// that says what it wraps works.
+func TestElectionNeedsDlockLocker(t *testing.T) {
+	s := memory.NewStore()
+	l, err := memory.New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := dlock.NewElection(wrapped{l}, "e"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("NewElection over a foreign Locker: %v; want errors.ErrUnsupported", err)
+	}
+	if _, err := dlock.NewElection(nil, "e"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("NewElection(nil): %v; want errors.ErrUnsupported", err)
+	}
+	_, blind := newFaulty(t, s) // the memory driver without its Inspector
+	if _, err := dlock.NewElection(blind, "e"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("NewElection over a driver that cannot inspect: %v; want errors.ErrUnsupported", err)
+	}
+	e, err := dlock.NewElection(unwrapping{l}, "e")
+	if err != nil {
+		t.Fatalf("NewElection over a Locker with Unwrap: %v", err)
+	}
+	ctx := context.Background()
+	if err := e.Campaign(ctx, "v"); err != nil {
+		t.Fatalf("Campaign: %v", err)
+	}
+	if got, err := e.Leader(ctx); err != nil || got.Value != "v" || got.Term != e.Term() {
+		t.Fatalf("Leader: %+v, %v", got, err)
+	}
+	if err := e.Resign(ctx); err != nil {
+		t.Fatalf("Resign: %v", err)
+	}
+}
+
+// A leader whose renewals fail is told (Done closes, Term reads 0) before
+// the next candidate can win: the next Campaign returns only after the
+// server let the lease go, which is after the loss was declared.
+func TestElectionLossToldBeforeNextLeader(t *testing.T) {
+	s := memory.NewStore()
+	f, la := newInspecting(t, s, dlock.WithTTL(400*time.Millisecond))
+	lb, err := memory.New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := dlock.NewElection(la, "e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Campaign(ctx, "a"); err != nil {
+		t.Fatalf("Campaign: %v", err)
+	}
+	termA := a.Term()
+	f.failRenew.Store(true)
+	b, err := dlock.NewElection(lb, "e", dlock.WithTTL(400*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lostAt := make(chan time.Time, 1)
+	go func() {
+		<-a.Done()
+		lostAt <- time.Now()
+	}()
+	if err := b.Campaign(ctx, "b"); err != nil {
+		t.Fatalf("Campaign: %v", err)
+	}
+	won := time.Now()
+	select {
+	case <-a.Done():
+	default:
+		t.Fatal("the next leader won while the lost leader's Done was still open")
+	}
+	if !errors.Is(a.Err(), dlock.ErrLockLost) || !errors.Is(a.Err(), dlock.ErrRenewalFailed) {
+		t.Fatalf("lost leader's Err: %v; want ErrLockLost and ErrRenewalFailed", a.Err())
+	}
+	if at := <-lostAt; !at.Before(won) {
+		t.Fatalf("lost leader told at %v, next leader won at %v; want the loss first", at, won)
+	}
+	if a.Term() != 0 || b.Term() <= termA {
+		t.Fatalf("terms: lost leader %d, next %d; want 0 and above %d", a.Term(), b.Term(), termA)
+	}
+}
+
+// Two Campaigns of one Election at once: the second is refused while the
+// first waits, and a leader cannot campaign again.
+func TestElectionCampaignInProgress(t *testing.T) {
+	s := memory.NewStore()
+	l1, _ := memory.New(s)
+	l2, _ := memory.New(s)
+	defer l1.Close()
+	defer l2.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	holder, _ := dlock.NewElection(l1, "e")
+	if err := holder.Campaign(ctx, "holder"); err != nil {
+		t.Fatal(err)
+	}
+	waiting := &stepSignal{ch: make(chan struct{}, 1)}
+	e, _ := dlock.NewElection(l2, "e", dlock.WithObserver(waiting))
+	first := make(chan error, 1)
+	go func() { first <- e.Campaign(ctx, "first") }()
+	<-waiting.ch // the first Campaign waits on the backend
+	short, c := context.WithTimeout(ctx, time.Second)
+	err := e.Campaign(short, "second")
+	c()
+	if !errors.Is(err, dlock.ErrAlreadyHeld) {
+		t.Fatalf("second Campaign of one Election while the first waits: %v; want ErrAlreadyHeld", err)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("first Campaign returned (%v) while another candidate leads", err)
+	default:
+	}
+	if err := holder.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("first Campaign after the holder resigned: %v", err)
+	}
+	if e.Value() != "first" {
+		t.Fatalf("Value %q; want first", e.Value())
+	}
+	if err := e.Campaign(ctx, "again"); !errors.Is(err, dlock.ErrAlreadyHeld) {
+		t.Fatalf("Campaign by the leader: %v; want ErrAlreadyHeld", err)
+	}
+}
+
+// stepSignal tells when a Lock's wait has begun.
+type stepSignal struct{ ch chan struct{} }
+
+func (s *stepSignal) Begin(ctx context.Context, _ dlock.Call) context.Context { return ctx }
+func (s *stepSignal) Step(context.Context, dlock.Call, dlock.Step) {
+	select {
+	case s.ch <- struct{}{}:
+	default:
+	}
+}
+func (s *stepSignal) End(context.Context, dlock.Call, dlock.Result) {}
+func (s *stepSignal) HoldEnd(dlock.HoldEnd)                         {}
