@@ -195,8 +195,9 @@ func TestRenewBatchOwnership(t *testing.T) {
 		}
 		nodes := 1
 		if cc, ok := c.(*goredis.ClusterClient); ok {
-			nodes = 0
-			_ = cc.ForEachMaster(ctx, func(context.Context, *goredis.Client) error { nodes++; return nil })
+			var masters atomic.Int64
+			_ = cc.ForEachMaster(ctx, func(context.Context, *goredis.Client) error { masters.Add(1); return nil })
+			nodes = int(masters.Load())
 		}
 		r0 := rts.Load()
 		ttls, errs := d.RenewBatch(ctx, hs)
