@@ -15,8 +15,11 @@ import (
 const (
 	// maxRenewWorkers bounds the goroutines that run driver calls for the
 	// scheduler (Renew, RenewBatch, the loss of a hold). They are started
-	// on demand and exit as soon as no work is queued.
-	maxRenewWorkers = 32
+	// on demand and exit as soon as no work is queued. A driver without
+	// RenewBatch costs a round trip per hold, so it gets more of them:
+	// renewals of many holds then overlap as they did with a timer each.
+	maxRenewWorkers       = 32
+	maxRenewWorkersSingle = 256
 	// maxRenewBatch is the most holds handed to one RenewBatch call.
 	maxRenewBatch = 1024
 )
@@ -48,12 +51,12 @@ func newScheduler(l *locker) *scheduler {
 	return s
 }
 
-// align moves a renewal time at back to the Locker's grid of step ttl/30
-// (at most a thirtieth of the lease early), so that holds of one TTL that
+// align moves a renewal time at back to the Locker's grid of step ttl/12
+// (at most a twelfth of the lease early), so that holds of one TTL that
 // were granted or renewed within the same step fall due at the same
 // instant and are renewed in one pass, in one batch.
 func (s *scheduler) align(at time.Time, ttl time.Duration) time.Time {
-	step := ttl / 30
+	step := ttl / 12
 	if step <= 0 {
 		return at
 	}
@@ -177,7 +180,11 @@ func (s *scheduler) dispatch(due []*hold, now time.Time) {
 func (s *scheduler) run(f func()) {
 	s.mu.Lock()
 	s.jobs = append(s.jobs, f)
-	start := s.workers < maxRenewWorkers
+	limit := maxRenewWorkers
+	if s.batch == nil {
+		limit = maxRenewWorkersSingle
+	}
+	start := s.workers < limit
 	if start {
 		s.workers++
 		s.l.wg.Add(1)
