@@ -160,7 +160,7 @@ type drv struct {
 	running  sync.WaitGroup // calls in flight
 	watchers sync.WaitGroup // the loss watch and its checks, background cleanups
 	loss     *lossWatch
-	live     sync.Map // entry key -> create revision, of this driver's waiters and holds
+	live     sync.Map    // entry key -> create revision, of this driver's waiters and holds
 	preds    predWatches // idle predecessor watches
 }
 

@@ -236,4 +236,3 @@ func TestRenewBatchOwnership(t *testing.T) {
 		t.Logf("RenewBatch of %d holds: %d round trips on %d node(s)", n, used, nodes)
 	})
 }
-
