@@ -96,12 +96,6 @@ func (l *lease) state() (since time.Time, ttl time.Duration) {
 	return l.since, l.ttl
 }
 
-// ttlNow is the lease's TTL as last confirmed.
-func (l *lease) ttlNow() time.Duration {
-	_, ttl := l.state()
-	return ttl
-}
-
 // extended records a keepalive sent at sent and answered in raft term
 // term; it counts once confirm sees that term.
 func (l *lease) extended(sent time.Time, ttlSeconds int64, term uint64) {
