@@ -17,9 +17,10 @@ const (
 	// scheduler (Renew, RenewBatch, the loss of a hold). They are started
 	// on demand and exit as soon as no work is queued. A driver without
 	// RenewBatch costs a round trip per hold, so it gets more of them:
-	// renewals of many holds then overlap as they did with a timer each.
+	// renewals of many holds then overlap as they did with a timer each
+	// (ZooKeeper and Consul multiplex them over one connection).
 	maxRenewWorkers       = 32
-	maxRenewWorkersSingle = 256
+	maxRenewWorkersSingle = 1024
 	// maxRenewBatch is the most holds handed to one RenewBatch call.
 	maxRenewBatch = 1024
 )
