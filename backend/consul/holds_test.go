@@ -14,7 +14,7 @@ import (
 // callback (driver.LossNotifier) instead of the portable layer waiting on
 // each hold's Lost channel in a goroutine (one per hold before).
 func TestHoldCostsNoGoroutine(t *testing.T) {
-	const n = 300
+	const n = 2000
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	d, err := open(ctx, testURL(t, endpoint(t), "lockdelay=1ms"))
