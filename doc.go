@@ -60,6 +60,18 @@
 // interval), an in-process gate per key so that waiters of one process share
 // one backend wait, and error classification. A backend implements the small
 // contract in package driver: one acquire attempt, release, renew, watch.
+//
+// The watchdog is one scheduler per Locker: a timer heap of every hold,
+// served by one goroutine that runs while holds exist and a small pool of
+// workers for the backend calls, so a hold costs no goroutine and no timer
+// of its own. Renewal times are aligned to a grid of TTL/12 (a renewal is
+// at most that much early), so holds granted close together fall due
+// together, and a backend that implements driver.BatchRenewer renews all
+// of them in one call (a Redis pipeline, one keepalive of a shared etcd
+// lease). A backend that implements driver.LossNotifier reports losses
+// through a callback, without a goroutine per hold waiting on its loss
+// channel.
+//
 // Backends register a URL scheme (Register, Open), as database/sql drivers
 // do; each also has a constructor taking a client the program already has.
 //

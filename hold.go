@@ -10,36 +10,44 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// hold is one granted lock: its lease, its Done channel and its watchdog.
+// hold is one granted lock: its lease, its Done channel and its place in
+// the Locker's renewal scheduler.
 //
-// The watchdog is a single timer, not a goroutine: it fires at the next
-// renewal (about every TTL/3, when auto-renew is on) or at lossAt,
-// whichever comes first. Only drivers that report loss themselves
-// (Hold.Lost) cost a goroutine, to wait on that channel.
+// The watchdog is an entry in the scheduler's heap, not a goroutine or a
+// timer: the scheduler looks at the hold at its next renewal (about every
+// TTL/3, when auto-renew is on) or at lossAt, whichever comes first. Only
+// drivers that report loss themselves (Hold.Lost) without implementing
+// driver.LossNotifier cost a goroutine, to wait on that channel.
 type hold struct {
 	m  *mutex
 	gt *gate
 	dh driver.Hold
 
-	acquired time.Time     // when the grant came back, for HoldEnd
-	done     chan struct{} // closed when the hold ends, by Unlock or by loss
-	stopLost chan struct{} // stops the Lost watcher; nil without one
-	gateOnce sync.Once
+	acquired   time.Time     // when the grant came back, for HoldEnd
+	done       chan struct{} // closed when the hold ends, by Unlock or by loss
+	stopLost   chan struct{} // stops the Lost watcher goroutine; nil without one
+	stopNotify func() bool   // undoes driver.LossNotifier.OnLost; nil without it
+	gateOnce   sync.Once
 
-	mu       sync.Mutex
-	lease    Lease
-	renewAt  time.Time   // when the watchdog renews next
-	timer    *time.Timer // the watchdog
-	isEnded  bool
-	lostErr  error              // why the hold was lost; nil if it ended by Unlock
-	endErr   error              // why the hold ended: lostErr, ErrUnlocked or ErrClosed
-	renewErr error              // the last renewal's failure, nil after a success
-	inFlight context.CancelFunc // cancels the watchdog's renewal in flight
-	flightCh chan struct{}      // closed when that renewal returns
+	// Guarded by the scheduler's mutex.
+	due time.Time // when the scheduler looks at the hold next
+	hi  int       // index in the scheduler's heap, -1 when not in it
+
+	mu        sync.Mutex
+	lease     Lease
+	renewAt   time.Time // when the watchdog renews next
+	started   bool      // the hold is in the scheduler
+	isEnded   bool
+	lostErr   error              // why the hold was lost; nil if it ended by Unlock
+	endErr    error              // why the hold ended: lostErr, ErrUnlocked or ErrClosed
+	renewErr  error              // the last renewal's failure, nil after a success
+	inFlight  context.CancelFunc // cancels the watchdog's renewal in flight
+	flightCh  chan struct{}      // closed when that renewal returns
+	flightCtx context.Context    // the context of a single (not batched) renewal in flight
 }
 
 func newHold(m *mutex, gt *gate, dh driver.Hold, sent time.Time) *hold {
-	h := &hold{m: m, gt: gt, dh: dh, acquired: time.Now(), done: make(chan struct{})}
+	h := &hold{m: m, gt: gt, dh: dh, acquired: time.Now(), done: make(chan struct{}), hi: -1}
 	h.setLease(sent, dh.TTL)
 	return h
 }
@@ -51,7 +59,7 @@ func (h *hold) setLease(sent time.Time, ttl time.Duration) {
 		ttl = h.m.opts.ttl
 	}
 	h.lease = Lease{Token: Token(h.dh.Token), TTL: ttl, Expires: sent.Add(ttl - drift(ttl))}
-	h.renewAt = sent.Add(ttl / 3)
+	h.renewAt = h.m.l.sched.align(sent.Add(ttl/3), ttl)
 }
 
 // lossAt is when the watchdog declares the hold lost if no renewal has
@@ -61,13 +69,13 @@ func (h *hold) lossAt() time.Time {
 	return h.lease.Expires.Add(-h.lease.TTL / 10)
 }
 
-// nextWake is how long until the watchdog must look again. h.mu held.
-func (h *hold) nextWake() time.Duration {
+// nextWake is when the watchdog must look again. h.mu held.
+func (h *hold) nextWake() time.Time {
 	at := h.lossAt()
 	if h.m.opts.autoRenew && h.renewAt.Before(at) {
 		at = h.renewAt
 	}
-	return time.Until(at)
+	return at
 }
 
 func (h *hold) leaseNow() Lease {
@@ -143,8 +151,11 @@ func (h *hold) end(lostErr, why error) (already bool) {
 	if lostErr != nil {
 		h.endErr = lostErr
 	}
-	if h.timer != nil {
-		h.timer.Stop()
+	if h.started {
+		h.m.l.sched.remove(h)
+	}
+	if h.stopNotify != nil {
+		h.stopNotify()
 	}
 	if h.stopLost != nil {
 		close(h.stopLost)
@@ -190,78 +201,121 @@ func (h *hold) leaveGate() {
 	h.gateOnce.Do(func() { h.m.l.gates.leave(h.m.key, h.gt) })
 }
 
-// start arms the watchdog.
+// start puts the hold in the scheduler, and arranges to hear of a loss the
+// driver reports.
 func (h *hold) start() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.isEnded {
 		return
 	}
-	h.timer = time.AfterFunc(h.nextWake(), h.tick)
-	if lost := h.dh.Lost; lost != nil {
-		h.stopLost = make(chan struct{})
-		stop := h.stopLost
-		h.m.l.wg.Add(1)
-		go func() {
-			defer h.m.l.wg.Done()
-			select {
-			case <-lost:
-				h.lose(newLoss(ErrReportedLost, errors.New("the backend signalled the end of the hold (session expired, key deleted or taken over)")))
-			case <-stop:
-			}
-		}()
+	h.started = true
+	h.m.l.sched.schedule(h, h.nextWake())
+	lost := h.dh.Lost
+	if lost == nil {
+		return
 	}
+	reported := func() {
+		h.lose(newLoss(ErrReportedLost, errors.New("the backend signalled the end of the hold (session expired, key deleted or taken over)")))
+	}
+	if ln := h.m.l.lossN; ln != nil {
+		h.stopNotify = ln.OnLost(h.dh, reported)
+		return
+	}
+	h.stopLost = make(chan struct{})
+	stop := h.stopLost
+	h.m.l.wg.Add(1)
+	go func() {
+		defer h.m.l.wg.Done()
+		select {
+		case <-lost:
+			reported()
+		case <-stop:
+		}
+	}()
 }
 
-// tick is the watchdog: it declares the hold lost at lossAt, and otherwise
-// renews when renewAt has come (retrying soon after a transient failure).
+// What the scheduler does with a hold that is due.
+const (
+	actNone  = iota // nothing now (it ended, or it is scheduled again)
+	actLose         // its validity window ran down to the loss margin
+	actRenew        // renew it: it is marked in flight
+)
+
+// decide is the watchdog: it declares the hold lost at lossAt, and
+// otherwise renews when renewAt has come (retrying soon after a transient
+// failure). batched says the renewal will be part of a RenewBatch call,
+// which sets the cancel function itself (setFlightCancel).
 //
 // A renewal in flight never holds the loss back: its context ends at lossAt
-// (see renew), and the timer is set for lossAt while it runs, so that a
-// renewal stuck in a driver that does not heed its context still cannot
-// keep Done open past the validity window. A renewal that returns after
-// that does not revive the hold (see renew).
-func (h *hold) tick() {
+// (see renew and scheduler.renewBatch), and the hold is scheduled for
+// lossAt while it runs, so that a renewal stuck in a driver that does not
+// heed its context still cannot keep Done open past the validity window. A
+// renewal that returns after that does not revive the hold (see renewed).
+func (h *hold) decide(now time.Time, batched bool) int {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.isEnded {
-		h.mu.Unlock()
-		return
+		return actNone
 	}
-	now := time.Now()
 	if !now.Before(h.lossAt()) {
-		h.mu.Unlock()
-		h.checkClock()
-		return
+		return actLose
 	}
 	if h.inFlight != nil {
-		h.mu.Unlock()
-		return
+		h.m.l.sched.schedule(h, h.lossAt())
+		return actNone
 	}
 	if !h.m.opts.autoRenew || now.Before(h.renewAt) {
-		h.timer.Reset(h.nextWake())
-		h.mu.Unlock()
-		return
+		h.m.l.sched.schedule(h, h.nextWake())
+		return actNone
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	h.inFlight, h.flightCh = cancel, make(chan struct{})
-	flight, ttl := h.flightCh, h.lease.TTL
-	h.timer.Reset(time.Until(h.lossAt()))
-	h.mu.Unlock()
+	if batched {
+		h.inFlight = func() {}
+	} else {
+		h.flightCtx, h.inFlight = context.WithCancel(context.Background())
+	}
+	h.flightCh = make(chan struct{})
+	h.m.l.sched.schedule(h, h.lossAt())
+	return actRenew
+}
 
-	err := h.observedRenew(ctx, true)
-
+// setFlightCancel sets the cancel function of a batched renewal in flight.
+func (h *hold) setFlightCancel(cancel context.CancelFunc) {
 	h.mu.Lock()
-	cancel()
-	h.inFlight, h.flightCh = nil, nil
-	close(flight)
-	if err != nil && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrNotHeld) {
+	if h.inFlight != nil {
+		h.inFlight = cancel
+	}
+	h.mu.Unlock()
+}
+
+// watchdogRenew is one renewal by the watchdog, marked in flight by decide.
+func (h *hold) watchdogRenew() {
+	h.mu.Lock()
+	ctx := h.flightCtx
+	h.mu.Unlock()
+	err := h.observedRenew(ctx, true)
+	h.flightDone(err, true)
+}
+
+// flightDone ends the watchdog's renewal in flight and schedules the hold
+// again. ran says the renewal reached the driver and err is its outcome.
+func (h *hold) flightDone(err error, ran bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.inFlight != nil {
+		h.inFlight()
+	}
+	if h.flightCh != nil {
+		close(h.flightCh)
+	}
+	h.inFlight, h.flightCh, h.flightCtx = nil, nil, nil
+	if ran && err != nil && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrNotHeld) {
 		// Transient: try again soon, until lossAt gives up.
-		h.renewAt = time.Now().Add(max(ttl/20, 10*time.Millisecond))
+		h.renewAt = time.Now().Add(max(h.lease.TTL/20, 10*time.Millisecond))
 	}
 	if !h.isEnded {
-		h.timer.Reset(h.nextWake())
+		h.m.l.sched.schedule(h, h.nextWake())
 	}
-	h.mu.Unlock()
 }
 
 // observedRenew is renew between the observer's Begin and End, with the
@@ -299,6 +353,11 @@ func (h *hold) renew(ctx context.Context) error {
 	defer cancel()
 	sent := time.Now()
 	ttl, err := h.m.l.drv.Renew(ctx, h.dh)
+	return h.renewed(ctx, sent, ttl, err)
+}
+
+// renewed applies the outcome of a renewal sent at sent under ctx.
+func (h *hold) renewed(ctx context.Context, sent time.Time, ttl time.Duration, err error) error {
 	if err != nil {
 		if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLockLost) {
 			lerr := newLoss(ErrReportedLost, err)
@@ -317,8 +376,8 @@ func (h *hold) renew(ctx context.Context) error {
 	}
 	h.renewErr = nil
 	h.setLease(sent, ttl)
-	if h.timer != nil && h.inFlight == nil {
-		h.timer.Reset(h.nextWake())
+	if h.started && h.inFlight == nil {
+		h.m.l.sched.schedule(h, h.nextWake())
 	}
 	return nil
 }

@@ -38,7 +38,9 @@ type locker struct {
 	endLife, endGrace context.CancelFunc
 	closed            <-chan struct{} // life.Done()
 	gates             gates
-	wg                sync.WaitGroup // watchdog goroutines
+	sched             *scheduler          // the renewal watchdog of every hold
+	lossN             driver.LossNotifier // nil unless the driver calls back on loss
+	wg                sync.WaitGroup      // scheduler and Lost watcher goroutines
 
 	mu       sync.Mutex
 	idle     sync.Cond // signalled when calls drops to 0 after Close began
@@ -76,6 +78,10 @@ func NewLocker(d driver.Locker, opts ...Option) (Locker, error) {
 	if a, ok := d.(driver.Acquirer); ok {
 		l.acq = a
 	}
+	if ln, ok := d.(driver.LossNotifier); ok {
+		l.lossN = ln
+	}
+	l.sched = newScheduler(l)
 	if lm, ok := d.(driver.Limiter); ok {
 		l.lim = lm.Limits()
 	}

@@ -26,6 +26,11 @@
 //   - [Limiter]: the TTLs the backend can honour (etcd leases start at 2 s,
 //     Consul sessions at 10 s). dlock rejects other TTLs when a Mutex is
 //     created, instead of letting the server round them silently.
+//   - [BatchRenewer]: renews many holds in one call (a pipeline, one
+//     request for a shared lease). The portable layer's renewal scheduler
+//     hands it every hold that is due at once, instead of one Renew each.
+//   - [LossNotifier]: calls back when a hold is lost, so that the portable
+//     layer needs no goroutine per hold to wait on Hold.Lost.
 //
 // # Errors
 //
@@ -152,6 +157,37 @@ type Limits struct {
 // Limiter is implemented by drivers that cannot honour every TTL.
 type Limiter interface {
 	Limits() Limits
+}
+
+// BatchRenewer is implemented by drivers that can renew many holds for the
+// cost of one (or a few) round trips: a pipeline of renew scripts, one
+// keepalive of a lease the holds share. The portable layer calls it with
+// the holds whose renewal is due together (at most a few thousand at a
+// time) and a context whose deadline is the earliest of their loss
+// deadlines.
+//
+// It returns one TTL and one error per hold, in the order of hs, each
+// exactly what Renew would have returned for that hold alone: the same
+// ownership check, ErrNotHeld or ErrLockLost for a hold that was lost,
+// an error wrapping ErrUnavailable when its outcome is unknown. A failure
+// of the whole call (the server unreachable) is that error for every hold.
+type BatchRenewer interface {
+	RenewBatch(ctx context.Context, hs []Hold) ([]time.Duration, []error)
+}
+
+// LossNotifier is implemented by drivers whose holds carry a Lost channel
+// and that can call a function when it closes, without a goroutine per
+// hold (context.AfterFunc on a context that ends with the hold, a list of
+// callbacks run when a shared lease or session ends).
+//
+// OnLost arranges for f to be called once, in a goroutine of its own, after
+// h.Lost is closed; at once if it is already closed. The returned stop
+// undoes that: it reports whether it stopped f from being called (false
+// when f has already been started or stop was called before), as
+// context.AfterFunc's stop does. The portable layer calls stop when the
+// hold ends otherwise.
+type LossNotifier interface {
+	OnLost(h Hold, f func()) (stop func() bool)
 }
 
 // Info is what the server knows of a key: the answer to Inspect.

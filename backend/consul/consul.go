@@ -232,8 +232,9 @@ type consulDriver struct {
 }
 
 var (
-	_ driver.Locker  = (*consulDriver)(nil)
-	_ driver.Limiter = (*consulDriver)(nil)
+	_ driver.Locker       = (*consulDriver)(nil)
+	_ driver.Limiter      = (*consulDriver)(nil)
+	_ driver.LossNotifier = (*consulDriver)(nil)
 )
 
 func newDriver(c, bc *api.Client, owned []*http.Transport, cfg config) *consulDriver {

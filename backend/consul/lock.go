@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,13 +19,24 @@ type hold struct {
 	ttl   time.Duration // requested: the pool the session returns to
 	token uint64        // ModifyIndex of the acquire
 
-	lost     chan struct{}
-	lostOnce sync.Once
+	// lost is cancelled when the hold ends other than by Release; its Done
+	// channel is the hold's Lost, and OnLost hangs the portable layer's
+	// callback on it without a goroutine.
+	lost     context.Context
+	markLost context.CancelFunc
 	released atomic.Bool        // Release has begun: the monitor stops
 	stopMon  context.CancelFunc // ends the monitor's blocking query
 }
 
-func (h *hold) markLost() { h.lostOnce.Do(func() { close(h.lost) }) }
+// OnLost calls f when the hold ends other than by Release.
+func (d *consulDriver) OnLost(dh driver.Hold, f func()) func() bool {
+	h, _ := dh.State.(*hold)
+	if h == nil {
+		go f()
+		return func() bool { return false }
+	}
+	return context.AfterFunc(h.lost, f)
+}
 
 // TryAcquire takes the key with one transaction, [lock, get], so that the
 // fencing token (the ModifyIndex the lock wrote) is read atomically with the
@@ -93,10 +103,11 @@ func (d *consulDriver) acquire(ctx context.Context, path string, ttl time.Durati
 		return driver.Hold{}, driver.Unavailable(fmt.Errorf("consul: acquire %q: unexpected transaction result", path))
 	}
 	d.fair.acquired(path)
-	h := &hold{path: path, s: s, ttl: ttl, token: kv.ModifyIndex, lost: make(chan struct{})}
+	h := &hold{path: path, s: s, ttl: ttl, token: kv.ModifyIndex}
+	h.lost, h.markLost = context.WithCancel(context.Background())
 	s.bind(h)
 	d.startMonitor(h)
-	return driver.Hold{Token: kv.ModifyIndex, TTL: s.ttl, Since: s.renewedAt(), Lost: h.lost, State: h}, nil
+	return driver.Hold{Token: kv.ModifyIndex, TTL: s.ttl, Since: s.renewedAt(), Lost: h.lost.Done(), State: h}, nil
 }
 
 // heldError says why an acquire failed. When the key is held, by whom does

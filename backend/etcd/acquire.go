@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -31,21 +32,39 @@ func (d *drv) TryAcquire(ctx context.Context, req driver.Request) (_ driver.Hold
 		}
 		me := entry(q, l)
 		var resp *clientv3.TxnResponse
-		err = onLeader(ctx, func(ctx context.Context) (err error) {
+		tctx, done := d.txnContext(ctx, l)
+		err = onLeader(tctx, func(ctx context.Context) (err error) {
 			resp, err = d.cli.Txn(ctx).
 				If(clientv3.Compare(clientv3.CreateRevision(q), "=", 0).WithPrefix()).
 				Then(clientv3.OpPut(me, entryValue(req), clientv3.WithLease(l.id))).
+				Else(clientv3.OpGet(me, clientv3.WithKeysOnly())).
 				Commit()
 			return err
 		})
-		if leaseGone(err) && !retried {
-			continue // an idle lease expired or was revoked: nothing was written
+		done()
+		if err == nil && resp.Succeeded && ctx.Err() != nil {
+			// The caller gave up while the put went through: take it back.
+			d.dropEntry(ctx, l, me, resp.Header.Revision)
+			return driver.Hold{}, ctx.Err()
+		}
+		if err == nil && !resp.Succeeded && !retried && d.dropOrphan(ctx, l, me, resp) {
+			d.leases.put(l)
+			continue
+		}
+		if leaseGone(err) {
+			d.leases.dead(l)
+			if !retried {
+				if l.shared {
+					d.leases.put(l)
+				}
+				continue // an idle or shared lease expired or was revoked: nothing was written
+			}
 		}
 		if err != nil {
-			d.undo(ctx, l)
+			d.undo(ctx, l, me)
 			return driver.Hold{}, mapErr(ctx, err)
 		}
-		l.confirm(resp.Header.RaftTerm)
+		d.confirmed(l, resp.Header.RaftTerm)
 		if !resp.Succeeded {
 			d.leases.put(l)
 			return driver.Hold{}, &driver.HeldError{}
@@ -106,22 +125,39 @@ func (d *drv) enqueue(ctx context.Context, req driver.Request) (*hold, incarnati
 		}
 		me := entry(q, l)
 		var resp *clientv3.TxnResponse
-		err = onLeader(ctx, func(ctx context.Context) (err error) {
+		tctx, done := d.txnContext(ctx, l)
+		err = onLeader(tctx, func(ctx context.Context) (err error) {
 			resp, err = d.cli.Txn(ctx).
 				If(clientv3.Compare(clientv3.CreateRevision(me), "=", 0)).
 				Then(clientv3.OpGet(q, append(clientv3.WithLastCreate(), clientv3.WithKeysOnly())...),
 					clientv3.OpPut(me, entryValue(req), clientv3.WithLease(l.id))).
+				Else(clientv3.OpGet(me, clientv3.WithKeysOnly())).
 				Commit()
 			return err
 		})
-		if leaseGone(err) && !retried {
+		done()
+		if err == nil && resp.Succeeded && ctx.Err() != nil {
+			d.dropEntry(ctx, l, me, resp.Header.Revision)
+			return nil, incarnation{}, ctx.Err()
+		}
+		if err == nil && !resp.Succeeded && !retried && d.dropOrphan(ctx, l, me, resp) {
+			d.leases.put(l)
 			continue
 		}
+		if leaseGone(err) {
+			d.leases.dead(l)
+			if !retried {
+				if l.shared {
+					d.leases.put(l)
+				}
+				continue
+			}
+		}
 		if err != nil {
-			d.undo(ctx, l)
+			d.undo(ctx, l, me)
 			return nil, incarnation{}, mapErr(ctx, err)
 		}
-		l.confirm(resp.Header.RaftTerm)
+		d.confirmed(l, resp.Header.RaftTerm)
 		if !resp.Succeeded {
 			// A lease backs one entry at a time, so this cannot happen;
 			// if it did, that entry is someone's: leave it and its lease.
@@ -299,7 +335,7 @@ func (d *drv) readQueue(ctx context.Context, h *hold, at int64) (alive bool, pre
 			return false, incarnation{}, 0, err
 		}
 		rev = resp.Header.Revision
-		h.lease.confirm(resp.Header.RaftTerm)
+		d.confirmed(h.lease, resp.Header.RaftTerm)
 	}
 	kvs := resp.Kvs
 	if len(kvs) == 0 || string(kvs[0].Key) != h.key || kvs[0].CreateRevision != h.rev {
@@ -341,24 +377,144 @@ func keepAliveDelay(l *lease) time.Duration {
 // by the entry's create revision.
 func (d *drv) abandon(ctx context.Context, h *hold, cause error) {
 	h.cancel()
+	d.forget(h)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	_, err := d.deleteEntry(cctx, h)
 	switch {
+	case err != nil && h.lease.shared:
+		d.leases.put(h.lease)
+		d.dropLater(h.key, h.rev)
 	case err != nil:
 		_ = d.leases.revoke(cctx, h.lease)
-	case !errors.Is(cause, driver.ErrLockLost):
+	case h.lease.shared || !errors.Is(cause, driver.ErrLockLost):
 		d.leases.put(h.lease) // otherwise the lease is probably gone
 	}
 }
 
 // undo cleans up after an acquire transaction whose outcome is unknown: it
-// may have created the entry. Revoking the lease deletes whatever was
-// attached to it. Best effort, with a fresh context.
-func (d *drv) undo(ctx context.Context, l *lease) {
+// may have created the entry key on lease l. Revoking a lease of its own
+// deletes whatever was attached to it. A shared lease backs other holds:
+// the entry is looked up and deleted by its create revision instead, in
+// the background until it answers (dropLater). Best effort, with a fresh
+// context.
+func (d *drv) undo(ctx context.Context, l *lease, key string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	_ = d.leases.revoke(cctx, l)
+	if !l.shared {
+		_ = d.leases.revoke(cctx, l)
+		return
+	}
+	d.leases.put(l)
+	// The caller still holds the key's gate: no later incarnation of this
+	// Locker's entry can exist yet, so whatever a read finds on l is the
+	// one the transaction may have created.
+	_ = retry(cctx, func(ctx context.Context) error {
+		resp, err := d.cli.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		if len(resp.Kvs) == 0 || clientv3.LeaseID(resp.Kvs[0].Lease) != l.id {
+			return nil
+		}
+		_, err = d.deleteEntry(ctx, &hold{key: key, rev: resp.Kvs[0].CreateRevision})
+		return err
+	})
+}
+
+// txnContext is the context of an acquire transaction on lease l. On a
+// lease of its own it is ctx: a transaction whose outcome is unknown is
+// undone by revoking the lease. A shared lease cannot be revoked, so the
+// transaction is given a little longer than ctx (at most txnGrace after it
+// ends) to answer: an answered transaction is taken back exactly if the
+// caller gave up meanwhile, and few are left unknown.
+func (d *drv) txnContext(ctx context.Context, l *lease) (context.Context, context.CancelFunc) {
+	if !l.shared {
+		return ctx, func() {}
+	}
+	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var (
+		mu sync.Mutex
+		t  *time.Timer
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		t = time.AfterFunc(txnGrace, cancel)
+		mu.Unlock()
+	})
+	stopClose := context.AfterFunc(d.ctx, cancel)
+	return tctx, func() {
+		stop()
+		mu.Lock()
+		if t != nil {
+			t.Stop()
+		}
+		mu.Unlock()
+		stopClose()
+		cancel()
+	}
+}
+
+// txnGrace is how long an acquire transaction on a shared lease may run
+// after the caller's context ended.
+const txnGrace = 500 * time.Millisecond
+
+// dropEntry deletes the entry key that an acquire on l created at rev
+// after its caller gave up, and counts it off l.
+func (d *drv) dropEntry(ctx context.Context, l *lease, key string, rev int64) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if _, err := d.deleteEntry(cctx, &hold{key: key, rev: rev}); err != nil {
+		d.dropLater(key, rev)
+	}
+	d.leases.put(l)
+}
+
+// dropOrphan deletes an entry of this Locker's shared lease l that an
+// acquire transaction left behind with its outcome unknown, when a new
+// acquire finds it under the name it wants (resp is that acquire's failed
+// transaction, whose Else read the name), unless it is one of the
+// driver's live entries (a caller of the driver itself may try a key it
+// holds). It reports whether it deleted it.
+func (d *drv) dropOrphan(ctx context.Context, l *lease, key string, resp *clientv3.TxnResponse) bool {
+	if !l.shared || len(resp.Responses) == 0 {
+		return false
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 || clientv3.LeaseID(kvs[0].Lease) != l.id {
+		return false
+	}
+	if rev, ok := d.live.Load(key); ok && rev.(int64) == kvs[0].CreateRevision {
+		return false // a live hold or waiter of this driver, not an orphan
+	}
+	deleted, err := d.deleteEntry(ctx, &hold{key: key, rev: kvs[0].CreateRevision})
+	return err == nil && deleted
+}
+
+// confirmed lets a consensus response confirm l's last keepalive (see
+// extension). Only for a lease of its own: a shared lease is kept alive by
+// other goroutines too, whose keepalive may have been answered after this
+// response was asked for; its keepalives are confirmed in its renewal turn
+// (lease.take) only.
+func (d *drv) confirmed(l *lease, term uint64) {
+	if !l.shared {
+		l.confirm(term)
+	}
+}
+
+// dropLater deletes the incarnation of entry key created at rev (a
+// shared lease's, whose delete failed) in the background: the delete is
+// guarded by rev, so it never removes a later incarnation. It retries
+// until the cluster answers, for at most a minute, or until Close (which
+// revokes the shared leases, deleting the entry anyway).
+func (d *drv) dropLater(key string, rev int64) {
+	d.watchers.Add(1)
+	go func() {
+		defer d.watchers.Done()
+		ctx, cancel := context.WithTimeout(d.ctx, time.Minute)
+		defer cancel()
+		_, _ = d.deleteEntry(ctx, &hold{key: key, rev: rev})
+	}()
 }
 
 // isDone reports whether the driver is closing.

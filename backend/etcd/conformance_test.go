@@ -14,6 +14,18 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// The same suite with a lease per hold (Config.LeasePerHold), the
+// driver's other lease mode.
+func TestConformanceLeasePerHold(t *testing.T) {
+	for _, tp := range topologies {
+		t.Run(tp.name, func(t *testing.T) {
+			e := newEnv(t, tp.envVar)
+			e.perHold = true
+			conformance.Run(t, e.harness())
+		})
+	}
+}
+
 func BenchmarkConformance(b *testing.B) {
 	for _, tp := range topologies {
 		b.Run(tp.name, func(b *testing.B) {

@@ -14,6 +14,8 @@
 //
 //	dial_timeout=5s  how long Open waits for the cluster to answer a first
 //	                 read; an unreachable cluster is an ErrUnavailable error
+//	lease_per_hold=false  give every hold a lease of its own instead of one
+//	                 shared lease per TTL (see Leases)
 //	ttl=30s          (dlock) default lease, whole seconds from 2s
 //	autorenew=true   (dlock) renewal watchdog on or off
 //
@@ -40,10 +42,10 @@
 //     replicated state).
 //   - Release deletes the entry only if its create revision is still the
 //     holder's, so a late or retried release never frees a later hold.
-//   - Done closes when the lease is revoked or the entry deleted, through a
-//     watch on the holder's own entry: within milliseconds, or up to about
-//     0.1s for a hold younger than 20ms (see below); and before the lease
-//     can expire when renewals fail (dlock's watchdog).
+//   - Done closes when the lease is revoked or the entry deleted, through
+//     the Locker's deletion watch: within milliseconds; and before the
+//     lease can expire when renewals fail (dlock's watchdog). A shared
+//     lease that ends ends every hold on it (see Leases).
 //   - A waiter whose lease ends while it is queued (the client could not
 //     reach the cluster for a whole TTL, or the lease was revoked) stops
 //     with ErrLockLost instead of waiting for ever (etcd issue 19597).
@@ -82,8 +84,8 @@
 // A lock on key K is the queue of keys prefix + escape(K) + "/" + lease ID,
 // where escape leaves letters, digits and "-._~" alone and writes every
 // other byte as %XX (so "a/b" and "a%2Fb" are different locks, and no
-// queue is a prefix of another). Each entry is attached to its own lease
-// and holds the owner ID of its hold, a newline and the holder's
+// queue is a prefix of another). Each entry is attached to the Locker's
+// shared lease of its TTL, or to a lease of its own, and holds the owner ID of its hold, a newline and the holder's
 // description (dlock.WithOwner) as its value. The entry with the smallest
 // create revision holds the lock.
 //
@@ -105,27 +107,56 @@
 //
 // # Leases
 //
-// Each entry has a lease of its own, with the Mutex's TTL. That lease is
-// what dlock's watchdog renews (Renew is one keepalive, plus a read that the
-// entry still exists) and the validity clock starts at the send time of the
-// grant or keepalive that last extended it (Hold.Since), so the window is
-// exact, not estimated. A session per Locker (concurrency.Session) would
-// save the grants but not fit: its background keepalive would keep a hold
-// alive after its owner stopped renewing (autorenew=false, or a watchdog
-// that gave up), one revoked session would end every lock of the Locker,
-// and the validity window could only be guessed from a stream of
-// keepalives whose send times are unknown.
+// By default the holds (and waiters) of a Locker share one lease per TTL,
+// so that many holds cost what one does: the watchdog renews every hold
+// that falls due together with one keepalive of the shared lease, and a
+// read per 128 holds that shows their entries are still there and
+// confirms the keepalive (driver.BatchRenewer; the keepalives are counted
+// by TestSharedLeaseOneKeepalivePerRound). One deletion watch on the Locker's
+// prefix reports the loss of any of its holds, so a hold costs no
+// goroutine and no watch of its own (TestManyHoldsShareOneLossWatch).
 //
-// The saving is had another way: a released lease, which then carries no
-// key, goes back to a pool of the Locker and backs its next hold with the
-// same TTL. While less than a third of its TTL has passed it is used as is;
-// up to three quarters it is kept alive first (a round trip, but no Raft
-// write); after that a new lease is granted. An uncontended Lock+Unlock is
-// thus one Raft write each way, as for concurrency.Mutex on a long-lived
-// session. A hold on a reused lease starts with up to a third of its TTL
-// already spent; Lease().Expires says exactly how much, and the watchdog
-// renews it once a third of the TTL has passed since the lease was last
-// extended. Surplus idle leases are left to expire; Close revokes the rest.
+// Loss semantics of a shared lease: a shared lease that ends (revoked, or
+// expired because the client could not reach the cluster for a whole TTL)
+// deletes every entry on it, and every hold on it is lost, each with its
+// own Done and ErrLockLost (TestSharedLeaseLossEndsEveryHold); the Locker
+// then grants a new shared lease for its next holds. A renewal that fails
+// fails for every hold on the lease, and each is declared lost before its
+// validity window closes, as for any backend. A hold whose owner stops
+// renewing it (autorenew=false, or a watchdog that gave up) is not kept
+// alive by the keepalives that serve the others: before each keepalive of
+// the shared lease, the entries of the holds whose own validity has ended
+// are deleted (guarded by their create revision), so such a lock is free
+// on the server at most a renewal interval later than a lease of its own
+// would have expired (TestSharedLeaseDoesNotKeepAnUnrenewedHold).
+//
+// An acquire transaction on a shared lease is given up to 0.5s after its
+// caller's context ends to answer, so that its outcome is known and a put
+// that went through after the caller gave up is deleted exactly; one whose
+// outcome stays unknown is looked up and deleted by its create revision
+// (a lease of its own would be revoked instead), and an entry it may still
+// have left is found and deleted by the Locker's next acquire of the key.
+//
+// With lease_per_hold=true (Config.LeasePerHold) each entry has a lease of
+// its own instead, with the Mutex's TTL; each hold's renewal is one
+// keepalive and one read. Either way the validity clock starts at the send
+// time of the grant or keepalive that last extended the lease (Hold.Since),
+// so the window is exact, not estimated. A concurrency.Session per Locker
+// would not fit: its background keepalive would keep a hold alive after its
+// owner stopped renewing, and the validity window could only be guessed
+// from a stream of keepalives whose send times are unknown.
+//
+// Per hold, a released lease, which then carries no key, goes back to a
+// pool of the Locker and backs its next hold with the same TTL; the shared
+// lease is reused the same way. While less than a third of its TTL has
+// passed it is used as is; up to three quarters it is kept alive first (a
+// round trip, but no Raft write); after that a new lease is granted. An
+// uncontended Lock+Unlock is thus one Raft write each way, as for
+// concurrency.Mutex on a long-lived session. A hold on a reused lease
+// starts with up to a third of its TTL already spent; Lease().Expires says
+// exactly how much, and the watchdog renews it once a third of the TTL has
+// passed since the lease was last extended. Surplus idle leases are left
+// to expire; Close revokes the rest and the shared ones.
 //
 // # What is taken from concurrency, and what is not
 //
@@ -155,7 +186,8 @@
 //     one sent to a member that has just lost its leader reaches the new
 //     leader (1-2s) instead of waiting out etcd's 7s request timeout. The
 //     enqueue is not repeated; it fails with ErrUnavailable when its context
-//     ends, after revoking its lease in case it was applied.
+//     ends, after revoking its lease (on a shared lease: deleting its entry)
+//     in case it was applied.
 //   - A keepalive extends a hold's validity window only once a response
 //     that went through consensus (the acquire transaction, the renewal's
 //     linearizable read), asked for after it, shows the same raft term. A
@@ -178,9 +210,12 @@
 //     unknown. TestIsolatedMember and the fault suite's leader-isolation
 //     scenario cut a member's peer links through proxies to show it.
 //
-// A hold granted at once watches its own entry only after 20ms, from the
-// entry's create revision, so that it misses nothing; short holds skip a
-// watch that costs the server about as much as the lock itself. A waiter's
+// A waiter watches its own entry only after 20ms, from the entry's create
+// revision, so that it misses nothing; short waits skip a watch that costs
+// the server about as much as the lock itself. A granted hold is watched by
+// the Locker's one deletion watch; one granted after a wait that began
+// before that watch started is read once to catch a deletion in between. A
+// waiter's
 // watch on its predecessor is kept for a second after the wait: under
 // contention the next wait is mostly behind an entry of the same name (the
 // other Locker's reused lease), and the kept watch, which has gone on

@@ -31,7 +31,7 @@ func testDriver(t *testing.T) *drv {
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	d := newDriver(cli, "dlock-test/"+hex.EncodeToString(b[:]), true)
+	d := newDriver(cli, Config{Prefix: "dlock-test/" + hex.EncodeToString(b[:])}, true)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

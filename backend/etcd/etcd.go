@@ -43,6 +43,14 @@ type Config struct {
 	// DefaultPrefix; a "/" is appended if missing). URL: the path,
 	// etcd://host:2379/PREFIX.
 	Prefix string
+	// LeasePerHold gives every hold and waiter a lease of its own (kept in
+	// a pool and reused), as before leases were shared. By default the
+	// holds of a Locker share one lease per TTL, so that many holds cost
+	// one keepalive per renewal interval, not one each; the price is that
+	// a shared lease that ends (revoked, or expired while the client was
+	// cut off) ends every hold on it, each with its own Done. URL:
+	// lease_per_hold=true.
+	LeasePerHold bool
 }
 
 // New returns a Locker that keeps its locks in the etcd cluster cli talks
@@ -55,15 +63,16 @@ func New(cli *clientv3.Client, cfg Config, opts ...dlock.Option) (dlock.Locker, 
 	if cli == nil {
 		return nil, fmt.Errorf("%w: etcd: New with a nil client", dlock.ErrInvalidOption)
 	}
-	return dlock.NewLocker(newDriver(cli, cfg.Prefix, false), opts...)
+	return dlock.NewLocker(newDriver(cli, cfg, false), opts...)
 }
 
 // open is the OpenFunc for etcd:// URLs.
 func open(ctx context.Context, u *url.URL) (driver.Locker, error) {
-	cfg, prefix, err := parseURL(u)
+	cfg, own, err := parseURLConfig(u)
 	if err != nil {
 		return nil, err
 	}
+	prefix := own.Prefix
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, driver.Unavailable(err)
@@ -85,29 +94,37 @@ func open(ctx context.Context, u *url.URL) (driver.Locker, error) {
 			return nil, e
 		}
 	}
-	return newDriver(cli, prefix, true), nil
+	return newDriver(cli, own, true), nil
 }
 
 // parseURL reads etcd://[user:password@]host:port[,host:port...][/prefix][?params].
 func parseURL(u *url.URL) (clientv3.Config, string, error) {
+	cfg, own, err := parseURLConfig(u)
+	return cfg, own.Prefix, err
+}
+
+// parseURLConfig is parseURL with the driver's own settings.
+func parseURLConfig(u *url.URL) (clientv3.Config, Config, error) {
 	var cfg clientv3.Config
+	var own Config
 	if u.Opaque != "" {
-		return cfg, "", fmt.Errorf("%w: etcd URL must be etcd://host:port[,host:port...]/prefix, got opaque %q", driver.ErrInvalidURL, u.Opaque)
+		return cfg, own, fmt.Errorf("%w: etcd URL must be etcd://host:port[,host:port...]/prefix, got opaque %q", driver.ErrInvalidURL, u.Opaque)
 	}
 	if u.Fragment != "" {
-		return cfg, "", fmt.Errorf("%w: etcd URL has a fragment %q", driver.ErrInvalidURL, u.Fragment)
+		return cfg, own, fmt.Errorf("%w: etcd URL has a fragment %q", driver.ErrInvalidURL, u.Fragment)
 	}
 	hosts, err := driver.Hosts(u, "2379")
 	if err != nil {
-		return cfg, "", err
+		return cfg, own, err
 	}
 	p := driver.NewParams(u)
 	dial := p.Duration("dial_timeout", DefaultDialTimeout)
+	own.LeasePerHold = p.Bool("lease_per_hold", false)
 	if err := p.Done(); err != nil {
-		return cfg, "", err
+		return cfg, own, err
 	}
 	if dial <= 0 {
-		return cfg, "", fmt.Errorf("%w: dial_timeout must be positive, got %v", driver.ErrInvalidURL, dial)
+		return cfg, own, fmt.Errorf("%w: dial_timeout must be positive, got %v", driver.ErrInvalidURL, dial)
 	}
 	cfg = clientv3.Config{
 		Endpoints:   hosts,
@@ -118,10 +135,11 @@ func parseURL(u *url.URL) (clientv3.Config, string, error) {
 		cfg.Username = u.User.Username()
 		cfg.Password, _ = u.User.Password()
 		if cfg.Username == "" {
-			return cfg, "", fmt.Errorf("%w: etcd URL has credentials without a user name", driver.ErrInvalidURL)
+			return cfg, own, fmt.Errorf("%w: etcd URL has credentials without a user name", driver.ErrInvalidURL)
 		}
 	}
-	return cfg, normPrefix(strings.TrimPrefix(u.Path, "/")), nil
+	own.Prefix = normPrefix(strings.TrimPrefix(u.Path, "/"))
+	return cfg, own, nil
 }
 
 // drv is the driver: one etcd client and the Locker's lease pool.
@@ -140,30 +158,37 @@ type drv struct {
 	mu       sync.Mutex
 	isClosed bool
 	running  sync.WaitGroup // calls in flight
-	watchers sync.WaitGroup // loss watchers of holds
-	preds    predWatches    // idle predecessor watches
+	watchers sync.WaitGroup // the loss watch and its checks, background cleanups
+	loss     *lossWatch
+	live     sync.Map    // entry key -> create revision, of this driver's waiters and holds
+	preds    predWatches // idle predecessor watches
 }
 
 var (
-	_ driver.Locker   = (*drv)(nil)
-	_ driver.Acquirer = (*drv)(nil)
-	_ driver.Limiter  = (*drv)(nil)
+	_ driver.Locker       = (*drv)(nil)
+	_ driver.Acquirer     = (*drv)(nil)
+	_ driver.Limiter      = (*drv)(nil)
+	_ driver.LossNotifier = (*drv)(nil)
+	_ driver.BatchRenewer = (*drv)(nil)
 )
 
-func newDriver(cli *clientv3.Client, prefix string, owned bool) *drv {
+func newDriver(cli *clientv3.Client, cfg Config, owned bool) *drv {
 	ctx, cancel := context.WithCancel(context.Background())
 	calls, stopCalls := context.WithCancel(context.Background())
-	return &drv{
+	d := &drv{
 		cli:       cli,
 		owned:     owned,
-		prefix:    normPrefix(prefix),
-		leases:    newLeasePool(cli),
+		prefix:    normPrefix(cfg.Prefix),
+		leases:    newLeasePool(cli, !cfg.LeasePerHold),
 		ctx:       ctx,
 		cancel:    cancel,
 		calls:     calls,
 		stopCalls: stopCalls,
 		closed:    make(chan struct{}),
 	}
+	d.loss = newLossWatch(d)
+	d.leases.sweep = d.sweep
+	return d
 }
 
 // Limits reports etcd's lease bounds: whole seconds from MinTTL up.

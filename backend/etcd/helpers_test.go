@@ -38,10 +38,11 @@ func randomID() string {
 // env is one topology's endpoint, a key prefix unique to the test, and an
 // admin client (separate from every Locker's) that breaks leases.
 type env struct {
-	url    string
-	cfg    clientv3.Config
-	prefix string
-	admin  *clientv3.Client
+	perHold bool // Lockers made by newLocker use Config.LeasePerHold
+	url     string
+	cfg     clientv3.Config
+	prefix  string
+	admin   *clientv3.Client
 }
 
 func newEnv(t testing.TB, envVar string) *env {
@@ -105,7 +106,7 @@ func (e *env) newLocker(_ context.Context, opts ...dlock.Option) (dlock.Locker, 
 	if err != nil {
 		return nil, err
 	}
-	l, err := etcd.New(cli, etcd.Config{Prefix: e.prefix}, opts...)
+	l, err := etcd.New(cli, etcd.Config{Prefix: e.prefix, LeasePerHold: e.perHold}, opts...)
 	if err != nil {
 		_ = cli.Close()
 		return nil, err
@@ -164,7 +165,7 @@ func (e *env) harness() conformance.Harness {
 			if err != nil {
 				return nil, err
 			}
-			l, err := etcd.New(cli, etcd.Config{Prefix: e.prefix})
+			l, err := etcd.New(cli, etcd.Config{Prefix: e.prefix, LeasePerHold: e.perHold})
 			if err != nil {
 				_ = cli.Close()
 				return nil, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -22,97 +21,59 @@ type hold struct {
 	ctx    context.Context // ends the entry's watches
 	cancel context.CancelFunc
 
-	lost     chan struct{}
-	lostOnce sync.Once
+	// lost is cancelled when the entry is deleted other than by Release;
+	// its Done channel is the hold's Lost, and OnLost hangs the portable
+	// layer's callback on it without a goroutine.
+	lost     context.Context
+	markLost context.CancelFunc
 }
 
 func (d *drv) newHold(queue, key string, rev int64, l *lease) *hold {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(d.ctx))
-	return &hold{queue: queue, key: key, rev: rev, lease: l, ctx: ctx, cancel: cancel, lost: make(chan struct{})}
+	lost, markLost := context.WithCancel(context.Background())
+	d.live.Store(key, rev)
+	return &hold{queue: queue, key: key, rev: rev, lease: l, ctx: ctx, cancel: cancel, lost: lost, markLost: markLost}
 }
+
+// forget drops h from the driver's live entries (released, abandoned or
+// lost).
+func (d *drv) forget(h *hold) { d.live.CompareAndDelete(h.key, h.rev) }
 
 func (h *hold) ttl() time.Duration {
 	_, ttl := h.lease.state()
 	return ttl
 }
 
-func (h *hold) markLost() { h.lostOnce.Do(func() { close(h.lost) }) }
-
-// lazyWatch is how long a hold granted at once runs before its entry is
-// watched. A watch costs the server about as much as the lock itself, and
-// most holds are short; started from the entry's create revision, the late
-// watch still reports a deletion that happened before it existed.
+// lazyWatch is how long a waiter waits before its own entry is watched
+// (see drv.wait). A watch costs the server about as much as the lock
+// itself, and most waits are short; started from the entry's create
+// revision, the late watch still reports a deletion that happened before
+// it existed.
 const lazyWatch = 20 * time.Millisecond
 
-// granted turns h into a driver.Hold and starts watching its entry for
-// deletion: lease expiry or revocation deletes it. own is the watch set up
-// while waiting, if any. Since is the send time of the grant or keepalive
-// that last extended the lease, which may predate a long wait.
+// granted turns h into a driver.Hold and registers it with the Locker's
+// loss watch (see lossWatch): lease expiry or revocation deletes its
+// entry. own, the watch of h's entry set up while waiting, if any, is no
+// longer needed. Since is the send time of the grant or keepalive that
+// last extended the lease, which may predate a long wait.
 func (d *drv) granted(h *hold, own keyWatch) driver.Hold {
-	d.watchers.Add(1)
-	go d.watchLost(h, own)
+	own.stop()
+	d.loss.add(h)
 	since, ttl := h.lease.state()
-	return driver.Hold{Token: uint64(h.rev), TTL: ttl, Since: since, Lost: h.lost, State: h}
+	if h.lease.shared {
+		h.lease.track(h, since.Add(ttl))
+	}
+	return driver.Hold{Token: uint64(h.rev), TTL: ttl, Since: since, Lost: h.lost.Done(), State: h}
 }
 
-// watchLost closes h.lost when h's entry is deleted by anyone but Release.
-// A broken watch is re-established after checking the entry still exists.
-func (d *drv) watchLost(h *hold, w keyWatch) {
-	defer d.watchers.Done()
-	defer func() { w.stop() }()
-	if w.ch == nil {
-		t := time.NewTimer(lazyWatch)
-		select {
-		case <-t.C:
-			w = d.watchDelete(h.ctx, h.key, clientv3.WithRev(h.rev+1))
-		case <-h.ctx.Done():
-			t.Stop()
-			return
-		}
+// OnLost calls f when h's entry is deleted other than by Release.
+func (d *drv) OnLost(dh driver.Hold, f func()) func() bool {
+	h, _ := dh.State.(*hold)
+	if h == nil {
+		go f()
+		return func() bool { return false }
 	}
-	for {
-		select {
-		case wr, ok := <-w.ch:
-			if ok && wr.Err() == nil {
-				if deletedAfter(wr, h.rev) {
-					h.markLost()
-					return
-				}
-				continue
-			}
-			w.stop()
-			var alive bool
-			if w, alive = d.rewatch(h); !alive {
-				return
-			}
-		case <-h.ctx.Done():
-			return
-		}
-	}
-}
-
-// rewatch checks that h's entry still exists and watches it again from the
-// revision of that read. It retries until the read answers or h ends.
-func (d *drv) rewatch(h *hold) (keyWatch, bool) {
-	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
-		if h.ctx.Err() != nil {
-			return keyWatch{}, false
-		}
-		ctx, cancel := context.WithTimeout(h.ctx, max(h.ttl()/3, time.Second))
-		resp, err := d.cli.Get(ctx, h.key, clientv3.WithKeysOnly())
-		cancel()
-		if err == nil {
-			if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev {
-				h.markLost()
-				return keyWatch{}, false
-			}
-			return d.watchDelete(h.ctx, h.key, clientv3.WithRev(resp.Header.Revision+1)), true
-		}
-		select {
-		case <-time.After(backoff):
-		case <-h.ctx.Done():
-		}
-	}
+	return context.AfterFunc(h.lost, f)
 }
 
 // Release deletes h's entry if its create revision is still h's, so that a
@@ -124,6 +85,11 @@ func (d *drv) Release(ctx context.Context, dh driver.Hold) (err error) {
 		return fmt.Errorf("etcd: foreign hold: %w", driver.ErrNotHeld)
 	}
 	h.cancel()
+	d.forget(h)
+	d.loss.remove(h)
+	if h.lease.shared {
+		h.lease.untrack(h)
+	}
 	ctx, leave, err := d.enter(ctx)
 	if err != nil {
 		return err
@@ -131,7 +97,12 @@ func (d *drv) Release(ctx context.Context, dh driver.Hold) (err error) {
 	defer leave(&err)
 	deleted, err := d.deleteEntry(ctx, h)
 	if err != nil {
-		d.undo(ctx, h.lease)
+		if h.lease.shared {
+			d.leases.put(h.lease)
+			d.dropLater(h.key, h.rev)
+		} else {
+			d.undo(ctx, h.lease, h.key)
+		}
 		return mapErr(ctx, err)
 	}
 	d.leases.put(h.lease)
@@ -223,6 +194,10 @@ func (d *drv) keepAliveConfirmed(ctx context.Context, h *hold) error {
 	}
 	if !h.lease.confirm(resp.Header.RaftTerm) {
 		return driver.Unavailable(errDeposed)
+	}
+	if h.lease.shared {
+		since, ttl := h.lease.state()
+		h.lease.track(h, since.Add(ttl))
 	}
 	return nil
 }

@@ -14,8 +14,9 @@ import (
 // one key is never a prefix of another key's queue: "a" and "a/b" become
 // "P/a/" and "P/a%2Fb/".
 //
-// An entry is named after its lease, which backs one entry at a time and is
-// reused by the Locker's later holds. Reusing names matters: etcd keeps
+// An entry is named after its lease, which backs at most one entry of a
+// queue at a time (a shared lease backs one in each queue the Locker uses)
+// and is reused by the Locker's later holds. Reusing names matters: etcd keeps
 // every deleted key in its index until the next compaction, and a queue
 // read walks all of them, so a fresh name per hold would make each lock
 // slower than the last. The price is that an entry name alone does not

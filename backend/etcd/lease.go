@@ -6,6 +6,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/dlock-go/dlock/driver"
 )
 
 // maxIdle bounds the idle leases a Locker keeps per TTL. Leases beyond it
@@ -15,8 +17,10 @@ const maxIdle = 16
 // lease is one etcd lease. It backs at most one queue entry at a time: a
 // hold, a waiter, or nothing while it sits in the pool.
 type lease struct {
-	id   clientv3.LeaseID
-	want int64 // the TTL asked for, in seconds: the pool bucket
+	id     clientv3.LeaseID
+	want   int64 // the TTL asked for, in seconds: the pool bucket
+	shared bool  // backs many entries at once (see leasePool)
+	refs   int   // shared: entries on it; guarded by leasePool.mu
 
 	// turn lets one renewal at a time (a keepalive and the read that
 	// confirms it, see keepAliveConfirmed) work on the lease. Without it a
@@ -29,6 +33,43 @@ type lease struct {
 	ttl   time.Duration // as granted by the server
 	since time.Time     // send time of the grant or the last confirmed keepalive
 	pend  extension     // the last keepalive, not confirmed yet
+	// shared: the holds on it, each with the instant its own validity
+	// would have ended on a lease of its own (see sweep).
+	holds map[*hold]time.Time
+}
+
+// track records that h is on the shared lease l, valid until until.
+func (l *lease) track(h *hold, until time.Time) {
+	l.mu.Lock()
+	if l.holds == nil {
+		l.holds = map[*hold]time.Time{}
+	}
+	l.holds[h] = until
+	l.mu.Unlock()
+}
+
+// untrack forgets h (released or lost).
+func (l *lease) untrack(h *hold) {
+	l.mu.Lock()
+	delete(l.holds, h)
+	l.mu.Unlock()
+}
+
+// expired returns the holds on the shared lease l whose own validity has
+// ended at now, and forgets them: nobody renewed them in time (their owner
+// stopped renewing, with autorenew off or a watchdog that gave up), and
+// on a lease of their own they would have expired on the server.
+func (l *lease) expired(now time.Time) []*hold {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*hold
+	for h, until := range l.holds {
+		if !now.Before(until) {
+			out = append(out, h)
+			delete(l.holds, h)
+		}
+	}
+	return out
 }
 
 // extension is a keepalive answered in raft term term.
@@ -98,19 +139,142 @@ func (l *lease) confirm(term uint64) bool {
 	return true
 }
 
-// leasePool hands out leases for new queue entries, reusing those of
-// entries that were released. A reused lease keeps its clock: the hold it
-// backs reports the send time of the grant or keepalive that last extended
-// it, so its validity window is exact, only shorter than a fresh one.
+// leasePool hands out leases for new queue entries.
+//
+// Shared (the default): one lease per TTL backs every entry of the Locker
+// with that TTL, so many holds cost one keepalive per renewal interval
+// (RenewBatch). A shared lease that ends deletes every entry on it; each
+// of their holds is lost on its own (the loss watch sees each deletion).
+// A shared lease whose renewal is due is kept alive before it backs a new
+// entry, and one about to expire, or found gone, is replaced by a new one.
+//
+// Per hold (Config.LeasePerHold): a lease backs one entry at a time and is
+// reused by later entries once released.
+//
+// Either way a lease keeps its clock: the hold it backs reports the send
+// time of the grant or keepalive that last extended it, so its validity
+// window is exact, only shorter than a fresh one.
 type leasePool struct {
-	cli *clientv3.Client
+	cli    *clientv3.Client
+	shared bool
+	// sweep runs before every keepalive of a shared lease (drv.sweep).
+	sweep func(*lease)
 
-	mu   sync.Mutex
-	idle map[int64][]*lease
+	grantMu sync.Mutex // one shared-lease refresh or grant at a time
+
+	mu       sync.Mutex
+	idle     map[int64][]*lease
+	sharedBy map[int64]*lease // the current shared lease of each TTL
 }
 
-func newLeasePool(cli *clientv3.Client) *leasePool {
-	return &leasePool{cli: cli, idle: map[int64][]*lease{}}
+func newLeasePool(cli *clientv3.Client, shared bool) *leasePool {
+	return &leasePool{cli: cli, shared: shared, idle: map[int64][]*lease{}, sharedBy: map[int64]*lease{}}
+}
+
+// getShared returns the shared lease of ttl, counting one more entry on
+// it.
+func (p *leasePool) getShared(ctx context.Context, ttl time.Duration) (*lease, error) {
+	want := seconds(ttl)
+	for {
+		p.mu.Lock()
+		l := p.sharedBy[want]
+		if l != nil {
+			if since, lt := l.state(); time.Since(since) < lt/3 {
+				l.refs++
+				p.mu.Unlock()
+				return l, nil
+			}
+		}
+		p.mu.Unlock()
+		p.grantMu.Lock()
+		p.mu.Lock()
+		cur := p.sharedBy[want]
+		p.mu.Unlock()
+		if cur != l {
+			p.grantMu.Unlock()
+			continue // another caller refreshed or replaced it meanwhile
+		}
+		if l != nil {
+			if since, lt := l.state(); time.Since(since) < lt*3/4 {
+				err := p.refresh(ctx, l)
+				if err == nil {
+					p.mu.Lock()
+					l.refs++
+					p.mu.Unlock()
+					p.grantMu.Unlock()
+					return l, nil
+				}
+				if ctx.Err() != nil {
+					p.grantMu.Unlock()
+					return nil, err
+				}
+			}
+		}
+		nl, err := p.grant(ctx, want)
+		if err != nil {
+			p.grantMu.Unlock()
+			return nil, err
+		}
+		nl.shared, nl.refs = true, 1
+		p.mu.Lock()
+		p.sharedBy[want] = nl
+		p.mu.Unlock()
+		p.grantMu.Unlock()
+		return nl, nil
+	}
+}
+
+// refresh keeps a shared lease alive and confirms the keepalive with a
+// linearizable read, in the lease's renewal turn (see extension).
+func (p *leasePool) refresh(ctx context.Context, l *lease) error {
+	if err := l.take(ctx); err != nil {
+		return err
+	}
+	defer l.give()
+	if err := p.keepAlive(ctx, l); err != nil {
+		if leaseGone(err) {
+			p.dead(l)
+		}
+		return err
+	}
+	resp, err := p.cli.Get(ctx, "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return err
+	}
+	if !l.confirm(resp.Header.RaftTerm) {
+		return driver.Unavailable(errDeposed)
+	}
+	return nil
+}
+
+// dead forgets a shared lease found gone on the server, so that no new
+// entry is put on it.
+func (p *leasePool) dead(l *lease) {
+	if !l.shared {
+		return
+	}
+	p.mu.Lock()
+	if p.sharedBy[l.want] == l {
+		delete(p.sharedBy, l.want)
+	}
+	p.mu.Unlock()
+}
+
+// grant asks the cluster for a new lease of want seconds.
+func (p *leasePool) grant(ctx context.Context, want int64) (*lease, error) {
+	var (
+		r    *clientv3.LeaseGrantResponse
+		sent time.Time
+	)
+	err := onLeader(ctx, func(ctx context.Context) (err error) {
+		sent = time.Now()
+		r, err = p.cli.Grant(ctx, want)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return newLease(r.ID, want, time.Duration(r.TTL)*time.Second, sent), nil
 }
 
 // seconds rounds a TTL up to whole seconds, as etcd leases are.
@@ -124,6 +288,9 @@ func seconds(ttl time.Duration) int64 {
 // round trip but no consensus write (and keeps entry names few, see
 // entry); one about to expire is dropped and a new lease is granted.
 func (p *leasePool) get(ctx context.Context, ttl time.Duration) (*lease, error) {
+	if p.shared {
+		return p.getShared(ctx, ttl)
+	}
 	want := seconds(ttl)
 	for {
 		l := p.pop(want)
@@ -143,19 +310,7 @@ func (p *leasePool) get(ctx context.Context, ttl time.Duration) (*lease, error) 
 			}
 		}
 	}
-	var (
-		r    *clientv3.LeaseGrantResponse
-		sent time.Time
-	)
-	err := onLeader(ctx, func(ctx context.Context) (err error) {
-		sent = time.Now()
-		r, err = p.cli.Grant(ctx, want)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return newLease(r.ID, want, time.Duration(r.TTL)*time.Second, sent), nil
+	return p.grant(ctx, want)
 }
 
 func newLease(id clientv3.LeaseID, want int64, ttl time.Duration, since time.Time) *lease {
@@ -188,8 +343,15 @@ func (p *leasePool) pop(want int64) *lease {
 	return l
 }
 
-// put returns a lease that no longer carries any key to the pool.
+// put returns a lease that no longer carries any key to the pool; for a
+// shared lease, it counts one entry fewer on it.
 func (p *leasePool) put(l *lease) {
+	if l.shared {
+		p.mu.Lock()
+		l.refs--
+		p.mu.Unlock()
+		return
+	}
 	since, lt := l.state()
 	if time.Since(since) >= lt*3/4 {
 		return // about to expire: not worth keeping
@@ -204,6 +366,9 @@ func (p *leasePool) put(l *lease) {
 // keepAlive extends l once, recording the send time; the extension counts
 // once confirmed (see extension).
 func (p *leasePool) keepAlive(ctx context.Context, l *lease) error {
+	if l.shared && p.sweep != nil {
+		p.sweep(l)
+	}
 	sent := time.Now()
 	r, err := p.cli.KeepAliveOnce(ctx, l.id)
 	if err != nil {
@@ -225,14 +390,19 @@ func (p *leasePool) revoke(ctx context.Context, l *lease) error {
 	return err
 }
 
-// drain revokes every idle lease.
+// drain revokes every idle lease, and the shared ones (Close: every hold
+// has been released).
 func (p *leasePool) drain(ctx context.Context) {
 	p.mu.Lock()
 	var all []*lease
 	for _, s := range p.idle {
 		all = append(all, s...)
 	}
+	for _, l := range p.sharedBy {
+		all = append(all, l)
+	}
 	p.idle = map[int64][]*lease{}
+	p.sharedBy = map[int64]*lease{}
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, l := range all {

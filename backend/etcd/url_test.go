@@ -28,6 +28,7 @@ func TestParseURL(t *testing.T) {
 		{"etcd://a:1/?dial_timeout=250ms", []string{"a:1"}, "dlock/", 250 * time.Millisecond, "", ""},
 		{"etcd://root:s3cret@a:1/p", []string{"a:1"}, "p/", etcd.DefaultDialTimeout, "root", "s3cret"},
 		{"etcd://[::1]:2379/p", []string{"[::1]:2379"}, "p/", etcd.DefaultDialTimeout, "", ""},
+		{"etcd://a:1/p?lease_per_hold=true", []string{"a:1"}, "p/", etcd.DefaultDialTimeout, "", ""},
 	} {
 		u, err := url.Parse(c.url)
 		if err != nil {
@@ -51,15 +52,16 @@ func TestParseURL(t *testing.T) {
 // hosts exist, so a dial would fail differently (ErrUnavailable).
 func TestOpenInvalidURL(t *testing.T) {
 	for _, raw := range []string{
-		"etcd://",                        // no host
-		"etcd:///prefix",                 // no host
-		"etcd:127.0.0.1:2379",            // opaque
-		"etcd://a:1,,b:2/p",              // empty host
-		"etcd://a:/p",                    // empty port
-		"etcd://a:99999/p",               // port out of range
-		"etcd://a:x/p",                   // port not a number
-		"etcd://a:1/p?dial_timeout=fast", // bad duration
-		"etcd://a:1/p?dial_timeout=0s",   // not positive
+		"etcd://",                                      // no host
+		"etcd:///prefix",                               // no host
+		"etcd:127.0.0.1:2379",                          // opaque
+		"etcd://a:1,,b:2/p",                            // empty host
+		"etcd://a:/p",                                  // empty port
+		"etcd://a:99999/p",                             // port out of range
+		"etcd://a:x/p",                                 // port not a number
+		"etcd://a:1/p?lease_per_hold=maybe",            // not a boolean
+		"etcd://a:1/p?dial_timeout=fast",               // bad duration
+		"etcd://a:1/p?dial_timeout=0s",                 // not positive
 		"etcd://a:1/p?dial_timeout=1s&dial_timeout=2s", // twice
 		"etcd://a:1/p?tll=5s",                          // unknown parameter (typo)
 		"etcd://a:1/p?endpoints=b:2",                   // unknown parameter

@@ -88,7 +88,12 @@ type entry struct {
 	token   uint64
 	expires time.Time
 	timer   *time.Timer
-	lost    chan struct{} // closed when the entry ends other than by its owner's release
+	// lost is cancelled when the entry ends other than by its owner's
+	// release; its Done channel is the hold's Lost, and OnLost hangs the
+	// portable layer's callback on it (context.AfterFunc: no goroutine per
+	// hold).
+	lost   context.Context
+	cancel context.CancelFunc
 }
 
 // NewStore returns an empty Store.
@@ -125,7 +130,7 @@ func (s *Store) drop(e *entry, lost bool) {
 	delete(s.locks, e.key)
 	e.timer.Stop()
 	if lost {
-		close(e.lost)
+		e.cancel()
 	}
 	for w := range s.subs[e.key] {
 		select {
@@ -159,8 +164,10 @@ type memDriver struct {
 }
 
 var (
-	_ driver.Locker    = (*memDriver)(nil)
-	_ driver.Inspector = (*memDriver)(nil)
+	_ driver.Locker       = (*memDriver)(nil)
+	_ driver.Inspector    = (*memDriver)(nil)
+	_ driver.BatchRenewer = (*memDriver)(nil)
+	_ driver.LossNotifier = (*memDriver)(nil)
 )
 
 // Inspect reports key's live entry; an expired one counts as free.
@@ -221,10 +228,11 @@ func (d *memDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.
 		return driver.Hold{}, &driver.HeldError{Remaining: e.expires.Sub(now)}
 	}
 	s.seq = max(s.seq+1, uint64(now.UnixMicro()))
-	e := &entry{key: req.Key, owner: req.Owner, meta: req.Meta, token: s.seq, expires: now.Add(req.TTL), lost: make(chan struct{})}
+	e := &entry{key: req.Key, owner: req.Owner, meta: req.Meta, token: s.seq, expires: now.Add(req.TTL)}
+	e.lost, e.cancel = context.WithCancel(context.Background())
 	e.timer = time.AfterFunc(req.TTL, func() { s.expire(e) })
 	s.locks[req.Key] = e
-	return driver.Hold{Token: e.token, TTL: req.TTL, Since: now, Lost: e.lost, State: e}, nil
+	return driver.Hold{Token: e.token, TTL: req.TTL, Since: now, Lost: e.lost.Done(), State: e}, nil
 }
 
 // expire runs when an entry's lease may have run out.
@@ -272,10 +280,49 @@ func (d *memDriver) Renew(ctx context.Context, h driver.Hold) (time.Duration, er
 	if err != nil {
 		return 0, err
 	}
-	ttl := h.TTL
+	return e.extend(h.TTL), nil
+}
+
+// extend gives e a full ttl from now. s.mu held.
+func (e *entry) extend(ttl time.Duration) time.Duration {
 	e.expires = time.Now().Add(ttl)
 	e.timer.Reset(ttl)
-	return ttl, nil
+	return ttl
+}
+
+// RenewBatch renews hs under one acquisition of the Store's mutex, each
+// exactly as Renew would.
+func (d *memDriver) RenewBatch(ctx context.Context, hs []driver.Hold) ([]time.Duration, []error) {
+	ttls, errs := make([]time.Duration, len(hs)), make([]error, len(hs))
+	if err := d.check(ctx); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return ttls, errs
+	}
+	d.s.mu.Lock()
+	defer d.s.mu.Unlock()
+	for i, h := range hs {
+		e, err := d.s.owned(h)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		ttls[i] = e.extend(h.TTL)
+	}
+	return ttls, errs
+}
+
+// OnLost calls f, in a goroutine of its own, when h's entry ends other
+// than by its release (expiry, Break): context.AfterFunc on the entry's
+// context, so a hold costs no goroutine while it lasts.
+func (d *memDriver) OnLost(h driver.Hold, f func()) func() bool {
+	e, _ := h.State.(*entry)
+	if e == nil {
+		go f()
+		return func() bool { return false }
+	}
+	return context.AfterFunc(e.lost, f)
 }
 
 type watch struct {

@@ -55,14 +55,41 @@ func (d *Driver) timeout(ttl time.Duration) time.Duration {
 // (errNotAwaited in the result).
 func (d *Driver) fanout(ctx context.Context, timeout time.Duration, idx []int, req request,
 	need int, ok func(any, error) bool) []reply {
+	return d.startFanout(timeout, idx, req, need, ok).wait(ctx)
+}
+
+// pendingFanout is a fan-out whose requests are queued; wait collects the
+// replies. Starting many fan-outs before waiting on any (RenewBatch) puts
+// all their requests in the same pipelines.
+type pendingFanout struct {
+	d         *Driver
+	timeout   time.Duration
+	idx       []int
+	g         *group
+	submitted time.Time
+	calls     []*call
+}
+
+// startFanout queues req for the instances idx and returns at once.
+func (d *Driver) startFanout(timeout time.Duration, idx []int, req request, need int, ok func(any, error) bool) *pendingFanout {
+	p := &pendingFanout{d: d, timeout: timeout, idx: idx}
+	if len(idx) == 0 {
+		return p
+	}
+	p.g = newGroup(len(idx), need, ok)
+	p.submitted = time.Now()
+	p.calls = make([]*call, len(idx))
+	for k, i := range idx {
+		p.calls[k] = d.inst[i].batch.submit(req, timeout, p.g)
+	}
+	return p
+}
+
+// wait is the second half of fanout.
+func (p *pendingFanout) wait(ctx context.Context) []reply {
+	d, timeout, idx, g, submitted, calls := p.d, p.timeout, p.idx, p.g, p.submitted, p.calls
 	if len(idx) == 0 {
 		return nil
-	}
-	g := newGroup(len(idx), need, ok)
-	submitted := time.Now()
-	calls := make([]*call, len(idx))
-	for k, i := range idx {
-		calls[k] = d.inst[i].batch.submit(req, timeout, g)
 	}
 	out := make([]reply, len(idx))
 	for k := range out {

@@ -9,6 +9,8 @@ import (
 	"github.com/dlock-go/dlock/internal/redislua"
 )
 
+var _ driver.BatchRenewer = (*Driver)(nil)
+
 func state(h driver.Hold) (*attempt, error) {
 	st, _ := h.State.(*attempt)
 	if st == nil {
@@ -95,8 +97,16 @@ func (d *Driver) Renew(ctx context.Context, h driver.Hold) (time.Duration, error
 	if err != nil {
 		return 0, err
 	}
+	return d.renewed(ctx, d.tally(d.fanout(ctx, d.timeout(st.ttl), st.renewable(), renewRequest(st), d.quorum, flagSet)), st)
+}
+
+func renewRequest(st *attempt) request {
 	keys, args := redislua.RenewArgs(st.names.lock, st.owner, st.ttl.Milliseconds())
-	t := d.tally(d.fanout(ctx, d.timeout(st.ttl), st.renewable(), request{script: redislua.Renew, keys: keys, args: args}, d.quorum, flagSet))
+	return request{script: redislua.Renew, keys: keys, args: args}
+}
+
+// renewed is the outcome of a renewal whose replies were counted in t.
+func (d *Driver) renewed(ctx context.Context, t tally, st *attempt) (time.Duration, error) {
 	switch {
 	case t.ok >= d.quorum:
 		return d.grantedTTL(st.ttl), nil
@@ -109,6 +119,38 @@ func (d *Driver) Renew(ctx context.Context, h driver.Hold) (time.Duration, error
 		return 0, driver.Unavailable(fmt.Errorf("redlock: renewed on %d of %d instances, %d unanswered: %w",
 			t.ok, len(d.inst), t.unknown, t.firstErr))
 	}
+}
+
+// RenewBatch renews many holds for the cost of a few pipelines per
+// instance: every hold's compare-and-PEXPIRE is queued on every instance
+// before any reply is awaited, so the instances' batchers send them
+// together. Each hold is judged exactly as Renew judges it (its own
+// majority of the same owner-checked script).
+func (d *Driver) RenewBatch(ctx context.Context, hs []driver.Hold) ([]time.Duration, []error) {
+	ttls, errs := make([]time.Duration, len(hs)), make([]error, len(hs))
+	if err := d.check(ctx); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return ttls, errs
+	}
+	sts := make([]*attempt, len(hs))
+	ps := make([]*pendingFanout, len(hs))
+	for i, h := range hs {
+		st, err := state(h)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		sts[i] = st
+		ps[i] = d.startFanout(d.timeout(st.ttl), st.renewable(), renewRequest(st), d.quorum, flagSet)
+	}
+	for i, p := range ps {
+		if p != nil {
+			ttls[i], errs[i] = d.renewed(ctx, d.tally(p.wait(ctx)), sts[i])
+		}
+	}
+	return ttls, errs
 }
 
 // grantedTTL is the TTL reported after a renewal. The portable layer

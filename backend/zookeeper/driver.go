@@ -32,9 +32,10 @@ type zkDriver struct {
 }
 
 var (
-	_ driver.Locker   = (*zkDriver)(nil)
-	_ driver.Acquirer = (*zkDriver)(nil)
-	_ driver.Limiter  = (*zkDriver)(nil)
+	_ driver.Locker       = (*zkDriver)(nil)
+	_ driver.Acquirer     = (*zkDriver)(nil)
+	_ driver.Limiter      = (*zkDriver)(nil)
+	_ driver.LossNotifier = (*zkDriver)(nil)
 )
 
 func newDriver(conn *zk.Conn, own bool, prefix string, acl []zk.ACL, sess *sessionBox) *zkDriver {

@@ -25,8 +25,12 @@ type zkHold struct {
 	path string // our node
 	sid  int64  // the session that owns it (its ephemeralOwner)
 	ttl  time.Duration
-	lost chan struct{} // closed when the hold ends other than by Release
-	done chan struct{} // closed when the hold ends at all
+	// lost is cancelled when the hold ends other than by Release; its
+	// Done channel is the hold's Lost, and OnLost hangs the portable
+	// layer's callback on it without a goroutine.
+	lost     context.Context
+	markLost context.CancelFunc
+	done     chan struct{} // closed when the hold ends at all
 
 	mu       sync.Mutex
 	deadline time.Time // the lease runs out here unless renewed
@@ -41,10 +45,10 @@ func newHold(d *zkDriver, path string, st *zk.Stat, ttl time.Duration, watch <-c
 		path:     path,
 		sid:      st.EphemeralOwner,
 		ttl:      ttl,
-		lost:     make(chan struct{}),
 		done:     make(chan struct{}),
 		deadline: since.Add(ttl),
 	}
+	h.lost, h.markLost = context.WithCancel(context.Background())
 	h.mu.Lock()
 	h.timer = time.AfterFunc(time.Until(h.deadline), h.expire)
 	h.mu.Unlock()
@@ -52,6 +56,16 @@ func newHold(d *zkDriver, path string, st *zk.Stat, ttl time.Duration, watch <-c
 	d.wg.Add(1)
 	go h.watch(watch)
 	return h
+}
+
+// OnLost calls f when the hold ends other than by Release.
+func (d *zkDriver) OnLost(dh driver.Hold, f func()) func() bool {
+	h, _ := dh.State.(*zkHold)
+	if h == nil {
+		go f()
+		return func() bool { return false }
+	}
+	return context.AfterFunc(h.lost, f)
 }
 
 // end marks the hold ended, once, and reports whether this call did it.
@@ -68,7 +82,7 @@ func (h *zkHold) end(cause error) bool {
 	h.mu.Unlock()
 	close(h.done)
 	if cause != nil {
-		close(h.lost)
+		h.markLost()
 	}
 	h.d.mon.remove(h)
 	return true

@@ -569,6 +569,9 @@ func runManyHolds(ctx context.Context, cfg Config, s system, ttl time.Duration) 
 		select {
 		case <-m.Done():
 			r.Lost++
+			if r.Lost == 1 && r.Error == "" {
+				r.Error = fmt.Sprintf("first loss: %v", m.Err())
+			}
 		default:
 		}
 	}

@@ -1,0 +1,240 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend/etcd"
+)
+
+// lockMany locks n keys through l, 16 at a time.
+func lockMany(t *testing.T, l dlock.Locker, n int, prefix string) []dlock.Mutex {
+	t.Helper()
+	ms := make([]dlock.Mutex, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				m, err := l.NewMutex(prefix + strconv.Itoa(i))
+				if err == nil {
+					err = m.Lock(context.Background())
+				}
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				ms[i] = m
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		t.Fatalf("locking %d keys: %v", n, err)
+	}
+	return ms
+}
+
+// Holding many keys through one Locker costs no goroutine per hold: one
+// deletion watch on the Locker's prefix reports every hold's loss (it
+// cost a watch and two goroutines per hold, and the portable layer a
+// third), and deleting the entries from outside still closes each hold's
+// Done.
+func TestManyHoldsShareOneLossWatch(t *testing.T) {
+	for _, tp := range topologies {
+		t.Run(tp.name, func(t *testing.T) {
+			const n = 1000
+			e := newEnv(t, tp.envVar)
+			ctx := context.Background()
+			l, err := e.newLocker(ctx, dlock.WithTTL(30*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			warm := lockMany(t, l, 1, "warm-")
+			_ = warm[0].Unlock(ctx)
+			time.Sleep(100 * time.Millisecond)
+			g0 := runtime.NumGoroutine()
+			ms := lockMany(t, l, n, "many-")
+			g1 := runtime.NumGoroutine()
+			if per := float64(g1-g0) / n; per > 0.01 {
+				t.Fatalf("%d goroutines for %d holds (%.3f per hold); want at most 0.01", g1-g0, n, per)
+			}
+			// Delete every entry from outside: each Done closes.
+			if _, err := e.admin.Delete(ctx, e.prefix, clientv3.WithPrefix()); err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range ms {
+				select {
+				case <-m.Done():
+				case <-time.After(30 * time.Second):
+					t.Fatalf("hold %s: Done not closed after its entry was deleted", m.Key())
+				}
+			}
+		})
+	}
+}
+
+// keepAliveCounter counts the keepalive streams a client opens: one per
+// KeepAliveOnce.
+func keepAliveCounter(e *env) (clientv3.Config, *atomic.Int64) {
+	n := new(atomic.Int64)
+	cfg := e.cfg
+	cfg.DialOptions = append(cfg.DialOptions,
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
+			streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			if method == "/etcdserverpb.Lease/LeaseKeepAlive" {
+				n.Add(1)
+			}
+			return streamer(ctx, desc, cc, method, opts...)
+		}))
+	return cfg, n
+}
+
+// The holds of a Locker share one lease per TTL, kept alive once per
+// renewal round for all of them: over two renewal rounds of 1,000 holds,
+// a handful of keepalives, not one per hold per round (the old driver
+// kept a lease per hold), and every lease moved forward.
+func TestSharedLeaseOneKeepalivePerRound(t *testing.T) {
+	for _, tp := range topologies {
+		t.Run(tp.name, func(t *testing.T) {
+			const n = 1000
+			e := newEnv(t, tp.envVar)
+			cfg, kas := keepAliveCounter(e)
+			cli, err := clientv3.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cli.Close()
+			l, err := etcd.New(cli, etcd.Config{Prefix: e.prefix}, dlock.WithTTL(3*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			ms := lockMany(t, l, n, "shared-")
+			first := make([]time.Time, n)
+			for i, m := range ms {
+				first[i] = m.Lease().Expires
+			}
+			k0 := kas.Load()
+			time.Sleep(2*time.Second + 300*time.Millisecond)
+			used := kas.Load() - k0
+			for i, m := range ms {
+				select {
+				case <-m.Done():
+					t.Fatalf("hold %s lost: %v", m.Key(), m.Err())
+				default:
+				}
+				if !m.Lease().Expires.After(first[i]) {
+					t.Fatalf("hold %s never renewed", m.Key())
+				}
+			}
+			if used > 20 {
+				t.Fatalf("%d keepalives renewed %d holds over two rounds; want a few for the one shared lease", used, n)
+			}
+			t.Logf("%d keepalives renewed %d holds over two rounds", used, n)
+		})
+	}
+}
+
+// A shared lease that ends ends every hold on it, each with its own Done
+// and ErrLockLost.
+func TestSharedLeaseLossEndsEveryHold(t *testing.T) {
+	e := newEnv(t, "DLOCK_ETCD_URL")
+	ctx := ctxFor(t, time.Minute)
+	l, err := e.newLocker(ctx, dlock.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	const n = 200
+	ms := lockMany(t, l, n, "lost-")
+	resp, err := e.admin.Get(ctx, e.prefix, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := map[int64]bool{}
+	for _, kv := range resp.Kvs {
+		leases[kv.Lease] = true
+	}
+	if len(resp.Kvs) != n || len(leases) != 1 {
+		t.Fatalf("%d entries on %d leases; want %d on one shared lease", len(resp.Kvs), len(leases), n)
+	}
+	for id := range leases {
+		if _, err := e.admin.Revoke(ctx, clientv3.LeaseID(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range ms {
+		select {
+		case <-m.Done():
+		case <-ctx.Done():
+			t.Fatalf("hold %s: Done not closed after its shared lease was revoked", m.Key())
+		}
+		if !errors.Is(m.Err(), dlock.ErrLockLost) {
+			t.Fatalf("hold %s: Err %v; want ErrLockLost", m.Key(), m.Err())
+		}
+	}
+	// The Locker goes on with a new shared lease.
+	m := lockMany(t, l, 1, "after-")[0]
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A hold whose owner stops renewing (autorenew off) ends on the server
+// even though its lease is shared with holds that go on being renewed:
+// another Locker gets the key once its validity has run out, while the
+// renewed hold stays held. Without the sweep the shared keepalives kept
+// the abandoned entry alive for as long as the other holds lasted.
+func TestSharedLeaseDoesNotKeepAnUnrenewedHold(t *testing.T) {
+	e := newEnv(t, "DLOCK_ETCD_URL")
+	ctx := ctxFor(t, time.Minute)
+	l1, err := e.newLocker(ctx, dlock.WithTTL(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l1.Close()
+	l2, err := e.newLocker(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	kept, _ := l1.NewMutex("kept")
+	left, _ := l1.NewMutex("left", dlock.WithAutoRenew(false))
+	if err := kept.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := left.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := l2.NewMutex("left")
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := other.Lock(wctx); err != nil {
+		t.Fatalf("another Locker never got a key whose holder stopped renewing: %v", err)
+	}
+	_ = other.Unlock(ctx)
+	select {
+	case <-kept.Done():
+		t.Fatalf("the renewed hold was lost: %v", kept.Err())
+	default:
+	}
+}

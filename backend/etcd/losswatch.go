@@ -1,0 +1,177 @@
+package etcd
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// lossWatch is the one watch through which a Locker learns that the entry
+// of any of its holds was deleted by someone other than its Release (lease
+// expiry or revocation, an operator's delete): a single deletion watch on
+// the Locker's prefix, not one watch and goroutine per hold. It starts
+// with the first hold and runs until Close.
+//
+// A broken watch (compaction, no leader) is replaced after one read of the
+// prefix: every registered hold whose entry that read does not show is
+// lost, and the new watch starts after the read's revision, so no deletion
+// falls between the two.
+type lossWatch struct {
+	d *drv
+
+	mu      sync.Mutex
+	holds   map[string]*hold // by entry key
+	started bool
+	from    int64 // the watch reports every deletion from this revision on; 0 until it runs
+}
+
+func newLossWatch(d *drv) *lossWatch { return &lossWatch{d: d, holds: map[string]*hold{}} }
+
+// add registers h. An entry created before the watch's start revision
+// (a waiter's, granted after the watch began) is checked once by a read:
+// a deletion between its creation and the watch's start would otherwise
+// go unseen.
+func (w *lossWatch) add(h *hold) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.holds[h.key] = h
+	if !w.started {
+		w.started = true
+		w.from = h.rev + 1
+		w.d.watchers.Add(1)
+		go w.run(w.from)
+		return
+	}
+	if h.rev+1 < w.from {
+		w.d.watchers.Add(1)
+		go w.check(h)
+	}
+}
+
+// remove unregisters h (released).
+func (w *lossWatch) remove(h *hold) {
+	w.mu.Lock()
+	if w.holds[h.key] == h {
+		delete(w.holds, h.key)
+	}
+	w.mu.Unlock()
+}
+
+// deleted marks the hold of key lost if the deletion at rev is of its
+// incarnation (names are reused: an older deletion ended an older hold).
+func (w *lossWatch) deleted(key string, rev int64) {
+	w.mu.Lock()
+	h := w.holds[key]
+	if h != nil && rev > h.rev {
+		delete(w.holds, key)
+	} else {
+		h = nil
+	}
+	w.mu.Unlock()
+	if h != nil {
+		w.d.forget(h)
+		if h.lease.shared {
+			h.lease.untrack(h)
+		}
+		h.markLost()
+	}
+}
+
+// check reads h's entry once and marks it lost if it is gone.
+func (w *lossWatch) check(h *hold) {
+	defer w.d.watchers.Done()
+	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		if h.ctx.Err() != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(h.ctx, max(h.ttl()/3, time.Second))
+		resp, err := w.d.cli.Get(ctx, h.key, clientv3.WithKeysOnly())
+		cancel()
+		if err == nil {
+			if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev {
+				w.deleted(h.key, h.rev+1)
+			}
+			return
+		}
+		select {
+		case <-time.After(backoff):
+		case <-h.ctx.Done():
+			return
+		}
+	}
+}
+
+// run watches the prefix for deletions from revision from on, replacing
+// the watch when it breaks, until Close.
+func (w *lossWatch) run(from int64) {
+	defer w.d.watchers.Done()
+	base := clientv3.WithRequireLeader(w.d.ctx)
+	for {
+		ctx, cancel := context.WithCancel(base)
+		ch := w.d.cli.Watch(ctx, w.d.prefix, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithRev(from))
+		for wr := range ch {
+			if wr.Err() != nil {
+				break
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE {
+					w.deleted(string(ev.Kv.Key), ev.Kv.ModRevision)
+				}
+			}
+		}
+		cancel()
+		if w.d.ctx.Err() != nil {
+			return
+		}
+		rev, ok := w.resync()
+		if !ok {
+			return
+		}
+		from = rev + 1
+		w.mu.Lock()
+		w.from = from
+		w.mu.Unlock()
+	}
+}
+
+// resync reads which entries exist under the prefix, marks every
+// registered hold whose entry is gone as lost, and returns the read's
+// revision. It retries until the read answers or Close.
+func (w *lossWatch) resync() (int64, bool) {
+	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		ctx, cancel := context.WithTimeout(w.d.ctx, 5*time.Second)
+		resp, err := w.d.cli.Get(ctx, w.d.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		cancel()
+		if err == nil {
+			live := make(map[string]int64, len(resp.Kvs))
+			for _, kv := range resp.Kvs {
+				live[string(kv.Key)] = kv.CreateRevision
+			}
+			w.mu.Lock()
+			var gone []*hold
+			for k, h := range w.holds {
+				if live[k] != h.rev {
+					gone = append(gone, h)
+					delete(w.holds, k)
+				}
+			}
+			w.mu.Unlock()
+			for _, h := range gone {
+				w.d.forget(h)
+				if h.lease.shared {
+					h.lease.untrack(h)
+				}
+				h.markLost()
+			}
+			return resp.Header.Revision, true
+		}
+		select {
+		case <-time.After(backoff):
+		case <-w.d.ctx.Done():
+			return 0, false
+		}
+	}
+}

@@ -1,0 +1,176 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// maxTxnOps is the most reads put in one transaction: etcd's default
+// --max-txn-ops.
+const maxTxnOps = 128
+
+// perHoldRenewers bounds the concurrent Renew calls of RenewBatch for
+// holds on leases of their own (Config.LeasePerHold).
+const perHoldRenewers = 16
+
+// RenewBatch renews holds that share a lease with one keepalive of that
+// lease, confirmed (see extension) by transactions that read every hold's
+// entry, up to maxTxnOps per transaction: a renewal round of 100,000
+// holds on one shared lease costs one keepalive and about 800 reads, not
+// 100,000 of each. Each hold is judged as Renew judges it: its entry must
+// still be there with its create revision, else it is lost
+// (ErrLockLost); a keepalive that fails or cannot be confirmed fails the
+// renewal of every hold on that lease (ErrUnavailable, tried again by the
+// watchdog until the validity window closes; ErrLockLost when the lease
+// is gone). Holds on leases of their own are renewed one by one, a few at
+// a time.
+func (d *drv) RenewBatch(ctx context.Context, dhs []driver.Hold) ([]time.Duration, []error) {
+	ttls, errs := make([]time.Duration, len(dhs)), make([]error, len(dhs))
+	hs := make([]*hold, len(dhs))
+	groups := map[*lease][]int{}
+	var single []int
+	for i, dh := range dhs {
+		h, ok := dh.State.(*hold)
+		if !ok || h == nil {
+			errs[i] = fmt.Errorf("etcd: foreign hold: %w", driver.ErrNotHeld)
+			continue
+		}
+		hs[i] = h
+		if h.lease.shared {
+			groups[h.lease] = append(groups[h.lease], i)
+		} else {
+			single = append(single, i)
+		}
+	}
+	if len(single) > 0 {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, perHoldRenewers)
+		for _, i := range single {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				ttls[i], errs[i] = d.Renew(ctx, dhs[i])
+			}()
+		}
+		wg.Wait()
+	}
+	for l, idx := range groups {
+		d.renewShared(ctx, l, hs, idx, ttls, errs)
+	}
+	return ttls, errs
+}
+
+// renewShared renews the holds idx, all on the shared lease l.
+func (d *drv) renewShared(ctx context.Context, l *lease, hs []*hold, idx []int, ttls []time.Duration, errs []error) {
+	ctx, leave, err := d.enter(ctx)
+	if err != nil {
+		for _, i := range idx {
+			errs[i] = err
+		}
+		return
+	}
+	defer leave(&err)
+	gone := make([]bool, len(idx))
+	err = retry(ctx, func(ctx context.Context) error { return d.keepAliveShared(ctx, l, hs, idx, gone) })
+	if leaseGone(err) {
+		d.leases.dead(l)
+	}
+	err = mapErr(ctx, err)
+	since, ttl := l.state()
+	for k, i := range idx {
+		switch {
+		case err != nil:
+			errs[i] = err
+		case gone[k]:
+			errs[i] = fmt.Errorf("etcd: lock entry deleted: %w", driver.ErrLockLost)
+		default:
+			ttls[i] = ttl
+			l.track(hs[i], since.Add(ttl))
+		}
+	}
+}
+
+// sweep deletes the entries of the holds on the shared lease l whose own
+// validity has ended (see lease.expired) before l is kept alive again: the
+// keepalive that serves the other holds must not keep them too. Each
+// delete is guarded by the entry's create revision; the loss watch then
+// reports the hold lost, as the expiry of a lease of its own would.
+func (d *drv) sweep(l *lease) {
+	for _, h := range l.expired(time.Now()) {
+		d.dropLater(h.key, h.rev)
+	}
+}
+
+// keepAliveShared is keepAliveConfirmed for many holds on one lease: one
+// keepalive, then reads of every entry. The keepalive and the first read,
+// which confirms it, take the lease's renewal turn; the other reads, which
+// only check that the entries are still there, do not, and run together.
+// gone[k] is set for the holds whose entry is gone.
+func (d *drv) keepAliveShared(ctx context.Context, l *lease, hs []*hold, idx []int, gone []bool) error {
+	if err := l.take(ctx); err != nil {
+		return err
+	}
+	if err := d.leases.keepAlive(ctx, l); err != nil {
+		l.give()
+		return err
+	}
+	first := idx[:min(maxTxnOps, len(idx))]
+	resp, err := d.readEntries(ctx, hs, first, gone)
+	if err != nil {
+		l.give()
+		return err
+	}
+	ok := l.confirm(resp.Header.RaftTerm)
+	l.give()
+	if !ok {
+		return driver.Unavailable(errDeposed)
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		lastErr error
+	)
+	sem := make(chan struct{}, 8)
+	for start := len(first); start < len(idx); start += maxTxnOps {
+		part := idx[start:min(start+maxTxnOps, len(idx))]
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if _, err := d.readEntries(ctx, hs, part, gone[start:]); err != nil {
+				mu.Lock()
+				lastErr = err
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return lastErr
+}
+
+// readEntries reads the entries of the holds part in one transaction and
+// sets gone[k] for each whose entry is not there with its create revision.
+func (d *drv) readEntries(ctx context.Context, hs []*hold, part []int, gone []bool) (*clientv3.TxnResponse, error) {
+	ops := make([]clientv3.Op, len(part))
+	for k, i := range part {
+		ops[k] = clientv3.OpGet(hs[i].key, clientv3.WithKeysOnly())
+	}
+	resp, err := d.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range part {
+		kvs := resp.Responses[k].GetResponseRange().Kvs
+		gone[k] = len(kvs) == 0 || kvs[0].CreateRevision != hs[i].rev
+	}
+	return resp, nil
+}

@@ -1,0 +1,238 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// rtHook counts client round trips: a command, or a pipeline, sent to one
+// server connection.
+type rtHook struct{ n *atomic.Int64 }
+
+func (h rtHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h rtHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h rtHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// countedClient is a client on raw whose round trips are counted per
+// node (on a Cluster, the hook is added to every node's client).
+func countedClient(t *testing.T, raw string) (goredis.UniversalClient, *atomic.Int64) {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, err := parseOwnParams(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := newClient(rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := new(atomic.Int64)
+	switch c := c.(type) {
+	case *goredis.ClusterClient:
+		c.OnNewNode(func(node *goredis.Client) { node.AddHook(rtHook{n}) })
+	case *goredis.Client:
+		c.AddHook(rtHook{n})
+	}
+	return c, n
+}
+
+// holdKeys locks n keys through l, 16 at a time.
+func holdKeys(t *testing.T, l dlock.Locker, n int, prefix string) []dlock.Mutex {
+	t.Helper()
+	ms := make([]dlock.Mutex, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				m, err := l.NewMutex(prefix + strconv.Itoa(i))
+				if err == nil {
+					err = m.TryLock(context.Background())
+				}
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				ms[i] = m
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		t.Fatalf("locking %d keys: %v", n, err)
+	}
+	return ms
+}
+
+// Holds that fall due together are renewed in one pipeline: over a
+// window of at least two renewal rounds of 2,000 holds, the client's
+// round trips do not grow as one per hold per round (the old watchdog
+// made exactly one per hold per round), and every lease moved forward.
+// The Locker costs no goroutine per hold.
+func TestRenewalsArePipelined(t *testing.T) {
+	eachTopology(t, func(t *testing.T, endpoint string) {
+		const n = 2000
+		raw := withParams(t, endpoint, "prefix", testPrefix)
+		c, rts := countedClient(t, raw)
+		ctx := context.Background()
+		g0 := runtime.NumGoroutine()
+		l, err := New(ctx, c, Config{Prefix: testPrefix}, dlock.WithTTL(3*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close(); _ = c.Close() })
+		ms := holdKeys(t, l, n, "pipelined-"+strconv.FormatInt(time.Now().UnixNano(), 36)+"-")
+		if g := runtime.NumGoroutine() - g0; float64(g)/n > 0.01 {
+			t.Fatalf("%d goroutines for %d holds; want at most 0.01 per hold", g, n)
+		}
+		first := make([]time.Time, n)
+		for i, m := range ms {
+			first[i] = m.Lease().Expires
+		}
+		r0 := rts.Load()
+		// Two renewal intervals (TTL/3 each) and a bit: every hold is
+		// renewed at least once, most twice.
+		time.Sleep(2*time.Second + 300*time.Millisecond)
+		used := rts.Load() - r0
+		for i, m := range ms {
+			select {
+			case <-m.Done():
+				t.Fatalf("hold %s lost: %v", m.Key(), m.Err())
+			default:
+			}
+			if !m.Lease().Expires.After(first[i]) {
+				t.Fatalf("hold %s never renewed", m.Key())
+			}
+		}
+		if used > n/10 {
+			t.Fatalf("%d round trips to renew %d holds over two renewal rounds; want far fewer than one per hold", used, n)
+		}
+		t.Logf("%d round trips renewed %d holds over two renewal rounds", used, n)
+		for _, m := range ms {
+			if err := m.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// RenewBatch checks each hold's ownership as strictly as Renew: a hold
+// whose key was deleted or taken by another owner is ErrNotHeld and the
+// other owner's lease is left as it was, while the rest of the batch is
+// renewed; and the batch is one pipeline per node, however many holds.
+func TestRenewBatchOwnership(t *testing.T) {
+	eachTopology(t, func(t *testing.T, endpoint string) {
+		raw := withParams(t, endpoint, "prefix", testPrefix)
+		c, rts := countedClient(t, raw)
+		ctx := context.Background()
+		d, err := newDriver(ctx, c, Config{Prefix: testPrefix}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Close() })
+		admin := adminClient(t, raw)
+		const n = 500
+		base := "batch-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
+		hs := make([]driver.Hold, n)
+		for i := range hs {
+			h, err := d.TryAcquire(ctx, driver.Request{Key: base + strconv.Itoa(i), TTL: 10 * time.Second, Owner: "owner" + strconv.Itoa(i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs[i] = h
+		}
+		t.Cleanup(func() {
+			for _, h := range hs {
+				_ = d.Release(context.Background(), h)
+			}
+		})
+		// Hold 1: deleted. Hold 2: someone else's now, with a short lease.
+		if err := admin.Del(ctx, LockKey(testPrefix, base+"1")).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Set(ctx, LockKey(testPrefix, base+"2"), "intruder", 5*time.Second).Err(); err != nil {
+			t.Fatal(err)
+		}
+		// Shorten every other lease, so a renewal is visible.
+		for i := 3; i < n; i++ {
+			if err := admin.PExpire(ctx, LockKey(testPrefix, base+strconv.Itoa(i)), time.Second).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		nodes := 1
+		if cc, ok := c.(*goredis.ClusterClient); ok {
+			var masters atomic.Int64
+			_ = cc.ForEachMaster(ctx, func(context.Context, *goredis.Client) error { masters.Add(1); return nil })
+			nodes = int(masters.Load())
+		}
+		r0 := rts.Load()
+		ttls, errs := d.RenewBatch(ctx, hs)
+		used := rts.Load() - r0
+		if len(ttls) != n || len(errs) != n {
+			t.Fatalf("RenewBatch answered %d TTLs and %d errors for %d holds", len(ttls), len(errs), n)
+		}
+		for i := range hs {
+			switch i {
+			case 1, 2:
+				if !errors.Is(errs[i], driver.ErrNotHeld) {
+					t.Fatalf("hold %d (not ours): %v; want ErrNotHeld", i, errs[i])
+				}
+			default:
+				if errs[i] != nil || ttls[i] != 10*time.Second {
+					t.Fatalf("hold %d: ttl %v, err %v; want 10s, nil", i, ttls[i], errs[i])
+				}
+			}
+		}
+		if v, _ := admin.Get(ctx, LockKey(testPrefix, base+"2")).Result(); v != "intruder" {
+			t.Fatalf("the other owner's lock is %q now", v)
+		}
+		if p := admin.PTTL(ctx, LockKey(testPrefix, base+"2")).Val(); p > 5*time.Second {
+			t.Fatalf("the other owner's lease was extended to %v", p)
+		}
+		for i := 3; i < n; i++ {
+			if p := admin.PTTL(ctx, LockKey(testPrefix, base+strconv.Itoa(i))).Val(); p <= time.Second {
+				t.Fatalf("hold %d: PTTL %v after RenewBatch; want it renewed to 10s", i, p)
+			}
+		}
+		// One pipeline per node, plus the INFO of each hold found not held
+		// (the eviction check) and a full-script resend after NOSCRIPT.
+		if max := int64(2*nodes + 2); used > max {
+			t.Fatalf("RenewBatch of %d holds took %d round trips on %d node(s); want at most %d", n, used, nodes, max)
+		}
+		t.Logf("RenewBatch of %d holds: %d round trips on %d node(s)", n, used, nodes)
+	})
+}

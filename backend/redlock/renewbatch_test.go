@@ -1,0 +1,168 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend/redlock"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// rtHook counts round trips: a command or a pipeline sent to one instance.
+type rtHook struct{ n *atomic.Int64 }
+
+func (h rtHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h rtHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h rtHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+func countedClients(t *testing.T) ([]*redis.Client, *atomic.Int64) {
+	t.Helper()
+	cs := adminClients(t, hostsOf(t, endpoint(t)))
+	n := new(atomic.Int64)
+	for _, c := range cs {
+		c.AddHook(rtHook{n})
+	}
+	return cs, n
+}
+
+// Holds due together are renewed together: over two renewal rounds of
+// 2,000 holds, the round trips to the five instances do not grow as one
+// per hold per instance per round (the old watchdog's, since each hold's
+// renewal was a fan-out of its own, and few of them overlapped), every
+// lease moved forward, and the Locker costs no goroutine per hold.
+func TestRenewalsArePipelined(t *testing.T) {
+	const n = 2000
+	cs, rts := countedClients(t)
+	g0 := runtime.NumGoroutine()
+	// A generous per-instance timeout: the acquires, 16 at once, are not
+	// what this test measures.
+	l, err := redlock.New(cs, redlock.Config{Prefix: testPrefix(), Timeout: time.Second}, dlock.WithTTL(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	ms := make([]dlock.Mutex, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				m, err := l.NewMutex("pipelined-" + strconv.Itoa(i))
+				if err == nil {
+					err = m.TryLock(context.Background())
+				}
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				ms[i] = m
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		t.Fatal(err)
+	}
+	// Let the batchers' flush goroutines of the acquires end.
+	time.Sleep(100 * time.Millisecond)
+	if g := runtime.NumGoroutine() - g0; float64(g)/n > 0.01 {
+		t.Fatalf("%d goroutines for %d holds; want at most 0.01 per hold", g, n)
+	}
+	first := make([]time.Time, n)
+	for i, m := range ms {
+		first[i] = m.Lease().Expires
+	}
+	r0 := rts.Load()
+	time.Sleep(2*time.Second + 300*time.Millisecond)
+	used := rts.Load() - r0
+	for i, m := range ms {
+		select {
+		case <-m.Done():
+			t.Fatalf("hold %s lost: %v", m.Key(), m.Err())
+		default:
+		}
+		if !m.Lease().Expires.After(first[i]) {
+			t.Fatalf("hold %s never renewed", m.Key())
+		}
+	}
+	if used > n/4 {
+		t.Fatalf("%d round trips to 5 instances to renew %d holds over two rounds; want far fewer than one per hold", used, n)
+	}
+	t.Logf("%d round trips to 5 instances renewed %d holds over two rounds", used, n)
+	for _, m := range ms {
+		if err := m.Unlock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// RenewBatch judges each hold as Renew does: a hold deleted on a majority
+// is ErrLockLost while the rest of the batch is renewed.
+func TestRenewBatchOwnership(t *testing.T) {
+	cs, _ := countedClients(t)
+	prefix := testPrefix()
+	d, err := redlock.NewDriver(cs, redlock.Config{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	ctx := context.Background()
+	const n = 50
+	hs := make([]driver.Hold, n)
+	for i := range hs {
+		h, err := d.TryAcquire(ctx, driver.Request{Key: "k" + strconv.Itoa(i), TTL: 10 * time.Second, Owner: "o" + strconv.Itoa(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs[i] = h
+	}
+	defer func() {
+		for _, h := range hs {
+			_ = d.Release(context.Background(), h)
+		}
+	}()
+	// Take hold 1 away (released everywhere).
+	if err := d.Release(ctx, hs[1]); err != nil {
+		t.Fatal(err)
+	}
+	ttls, errs := d.RenewBatch(ctx, hs)
+	for i := range hs {
+		if i == 1 {
+			if !errors.Is(errs[i], driver.ErrLockLost) {
+				t.Fatalf("released hold: %v; want ErrLockLost", errs[i])
+			}
+			continue
+		}
+		if errs[i] != nil || ttls[i] <= 0 {
+			t.Fatalf("hold %d: ttl %v err %v", i, ttls[i], errs[i])
+		}
+	}
+}

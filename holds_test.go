@@ -1,0 +1,180 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend/memory"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// batchCounter wraps the memory driver, keeping its BatchRenewer and
+// LossNotifier, and counts the renewal calls the portable layer makes.
+type batchCounter struct {
+	driver.Locker
+	batches atomic.Int64 // RenewBatch calls
+	renewed atomic.Int64 // holds renewed by them
+	singles atomic.Int64 // Renew calls
+	fail    atomic.Bool  // every renewal reports the hold lost
+}
+
+func (b *batchCounter) Renew(ctx context.Context, h driver.Hold) (time.Duration, error) {
+	b.singles.Add(1)
+	return b.Locker.Renew(ctx, h)
+}
+
+func (b *batchCounter) RenewBatch(ctx context.Context, hs []driver.Hold) ([]time.Duration, []error) {
+	b.batches.Add(1)
+	b.renewed.Add(int64(len(hs)))
+	if b.fail.Load() {
+		errs := make([]error, len(hs))
+		for i := range errs {
+			errs[i] = driver.ErrNotHeld
+		}
+		return make([]time.Duration, len(hs)), errs
+	}
+	return b.Locker.(driver.BatchRenewer).RenewBatch(ctx, hs)
+}
+
+func (b *batchCounter) OnLost(h driver.Hold, f func()) func() bool {
+	return b.Locker.(driver.LossNotifier).OnLost(h, f)
+}
+
+// holdMany locks n keys through l, 16 at a time.
+func holdMany(t *testing.T, l dlock.Locker, n int, prefix string) []dlock.Mutex {
+	t.Helper()
+	ms := make([]dlock.Mutex, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				m, err := l.NewMutex(prefix + strconv.Itoa(i))
+				if err == nil {
+					err = m.TryLock(context.Background())
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				ms[i] = m
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("locking %d keys: %v", n, err)
+	}
+	return ms
+}
+
+// 10,000 holds through one Locker cost no goroutine each: the watchdog is
+// one scheduler, and the memory backend reports loss without a goroutine
+// per hold. With the old watchdog each hold had a goroutine waiting on its
+// Lost channel.
+func TestManyHoldsCostNoGoroutinePerHold(t *testing.T) {
+	const n = 10000
+	l, err := memory.New(memory.NewStore(), dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	runtime.GC()
+	before := runtime.NumGoroutine()
+	ms := holdMany(t, l, n, "g")
+	after := runtime.NumGoroutine()
+	if per := float64(after-before) / n; per > 0.01 {
+		t.Fatalf("%d goroutines for %d holds (%.3f per hold); want at most 0.01 per hold", after-before, n, per)
+	}
+	for _, m := range ms {
+		if err := m.Unlock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Holds that are due together are renewed together: the number of
+// RenewBatch calls does not grow as one per hold, and no Renew is made one
+// hold at a time.
+func TestRenewalsAreBatched(t *testing.T) {
+	const n = 5000
+	b := &batchCounter{Locker: memory.NewStore().Driver()}
+	l, err := dlock.NewLocker(b, dlock.WithTTL(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ms := holdMany(t, l, n, "b")
+	// Wait until every hold has been renewed at least twice.
+	deadline := time.Now().Add(time.Minute)
+	for b.renewed.Load() < 2*n {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d renewals of %d holds in a minute", b.renewed.Load(), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if s := b.singles.Load(); s != 0 {
+		t.Fatalf("%d single Renew calls; want every renewal batched", s)
+	}
+	rounds := b.renewed.Load() / n
+	// Holds acquired within a short span fall due within the same few
+	// scheduler passes: a handful of calls per round, never one per hold.
+	if per := float64(b.batches.Load()) / float64(rounds); per > n/20 {
+		t.Fatalf("%d RenewBatch calls for %d renewals of %d holds (%.0f per round); want far fewer than one per hold",
+			b.batches.Load(), b.renewed.Load(), n, per)
+	}
+	for _, m := range ms {
+		select {
+		case <-m.Done():
+			t.Fatalf("hold %s lost: %v", m.Key(), m.Err())
+		default:
+		}
+	}
+	for _, m := range ms {
+		if err := m.Unlock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A batch that reports each hold lost ends each hold, each with its own
+// Done and ErrLockLost.
+func TestBatchLossEndsEachHold(t *testing.T) {
+	const n = 200
+	b := &batchCounter{Locker: memory.NewStore().Driver()}
+	l, err := dlock.NewLocker(b, dlock.WithTTL(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ms := holdMany(t, l, n, "x")
+	b.fail.Store(true)
+	for _, m := range ms {
+		select {
+		case <-m.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("hold %s not ended after its batch renewal failed", m.Key())
+		}
+		if !errors.Is(m.Err(), dlock.ErrLockLost) {
+			t.Fatalf("Err = %v; want ErrLockLost", m.Err())
+		}
+	}
+	if b.singles.Load() != 0 {
+		t.Fatalf("%d single Renew calls; want none", b.singles.Load())
+	}
+}

@@ -1,0 +1,322 @@
+package dlock
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// Limits of the renewal scheduler.
+const (
+	// maxRenewWorkers bounds the goroutines that run driver calls for the
+	// scheduler (Renew, RenewBatch, the loss of a hold). They are started
+	// on demand and exit as soon as no work is queued. A driver without
+	// RenewBatch costs a round trip per hold, so it gets more of them:
+	// renewals of many holds then overlap as they did with a timer each
+	// (ZooKeeper and Consul multiplex them over one connection).
+	maxRenewWorkers       = 32
+	maxRenewWorkersSingle = 1024
+	// maxRenewBatch is the most holds handed to one RenewBatch call.
+	maxRenewBatch = 1024
+)
+
+// scheduler is a Locker's renewal watchdog: one timer heap of every hold,
+// keyed by when each must be looked at next (its renewal, or its loss
+// deadline), served by one goroutine that runs only while holds exist, and
+// a small pool of workers for the driver calls. A hold costs an entry in
+// the heap, not a goroutine or a timer; holds due together are renewed
+// together, in one RenewBatch call when the driver has it.
+type scheduler struct {
+	l     *locker
+	batch driver.BatchRenewer // nil unless the driver renews in batches
+	epoch time.Time           // origin of the renewal grid (align)
+
+	mu      sync.Mutex
+	heap    holdHeap
+	running bool          // the loop goroutine runs
+	wake    chan struct{} // tells the loop the earliest due time moved forward
+	jobs    []func()      // work for the pool
+	workers int           // pool goroutines running
+}
+
+func newScheduler(l *locker) *scheduler {
+	s := &scheduler{l: l, wake: make(chan struct{}, 1), epoch: time.Now()}
+	if b, ok := l.drv.(driver.BatchRenewer); ok {
+		s.batch = b
+	}
+	return s
+}
+
+// align moves a renewal time at back to the Locker's grid of step ttl/12
+// (at most a twelfth of the lease early), so that holds of one TTL that
+// were granted or renewed within the same step fall due at the same
+// instant and are renewed in one pass, in one batch.
+func (s *scheduler) align(at time.Time, ttl time.Duration) time.Time {
+	step := ttl / 12
+	if step <= 0 {
+		return at
+	}
+	off := at.Sub(s.epoch)
+	if off <= 0 {
+		return at
+	}
+	return at.Add(-(off % step))
+}
+
+// schedule makes the scheduler look at h at (or soon after) at. Called
+// with h.mu held (h.mu is always taken before s.mu).
+func (s *scheduler) schedule(h *hold, at time.Time) {
+	s.mu.Lock()
+	h.due = at
+	if h.hi < 0 {
+		heap.Push(&s.heap, h)
+	} else {
+		heap.Fix(&s.heap, h.hi)
+	}
+	first := h.hi == 0
+	if !s.running {
+		s.running = true
+		s.l.wg.Add(1)
+		go s.loop()
+	} else if first {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+	s.mu.Unlock()
+}
+
+// remove takes h out of the heap (it ended).
+func (s *scheduler) remove(h *hold) {
+	s.mu.Lock()
+	if h.hi >= 0 {
+		heap.Remove(&s.heap, h.hi)
+		if len(s.heap) == 0 && s.running {
+			// Let the loop see it has nothing left and exit now, not
+			// when the removed hold would have been due.
+			select {
+			case s.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+	s.mu.Unlock()
+}
+
+// loop pops the holds that are due and acts on them; it returns when no
+// hold is left (every hold is removed when it ends).
+func (s *scheduler) loop() {
+	defer s.l.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var due []*hold
+	for {
+		s.mu.Lock()
+		if len(s.heap) == 0 {
+			s.running = false
+			s.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		due = due[:0]
+		for len(s.heap) > 0 && !s.heap[0].due.After(now) {
+			due = append(due, heap.Pop(&s.heap).(*hold))
+		}
+		var next time.Time
+		if len(s.heap) > 0 {
+			next = s.heap[0].due
+		}
+		s.mu.Unlock()
+		if len(due) > 0 {
+			s.dispatch(due, now)
+			clear(due)
+			continue
+		}
+		timer.Reset(time.Until(next))
+		select {
+		case <-timer.C:
+		case <-s.wake:
+		}
+	}
+}
+
+// dispatch decides, for each due hold, whether it is lost, due for
+// renewal, or to be looked at later, and hands the driver calls to the
+// pool: the renewals in batches when the driver has RenewBatch.
+func (s *scheduler) dispatch(due []*hold, now time.Time) {
+	var renew []*hold
+	for _, h := range due {
+		switch h.decide(now, s.batch != nil) {
+		case actLose:
+			s.run(func() { h.checkClock() })
+		case actRenew:
+			renew = append(renew, h)
+		}
+	}
+	if len(renew) == 0 {
+		return
+	}
+	if s.batch == nil {
+		for _, h := range renew {
+			s.run(h.watchdogRenew)
+		}
+		return
+	}
+	for len(renew) > 0 {
+		n := min(len(renew), maxRenewBatch)
+		part := renew[:n:n]
+		renew = renew[n:]
+		s.run(func() { s.renewBatch(part) })
+	}
+}
+
+// run queues f for the pool, starting a worker if fewer than
+// maxRenewWorkers run.
+func (s *scheduler) run(f func()) {
+	s.mu.Lock()
+	s.jobs = append(s.jobs, f)
+	limit := maxRenewWorkers
+	if s.batch == nil {
+		limit = maxRenewWorkersSingle
+	}
+	start := s.workers < limit
+	if start {
+		s.workers++
+		s.l.wg.Add(1)
+	}
+	s.mu.Unlock()
+	if start {
+		go s.work()
+	}
+}
+
+func (s *scheduler) work() {
+	defer s.l.wg.Done()
+	for {
+		s.mu.Lock()
+		if len(s.jobs) == 0 {
+			s.workers--
+			s.jobs = nil
+			s.mu.Unlock()
+			return
+		}
+		f := s.jobs[0]
+		s.jobs[0] = nil
+		s.jobs = s.jobs[1:]
+		s.mu.Unlock()
+		f()
+	}
+}
+
+// renewBatch renews hs (each marked in flight by hold.due) in one
+// RenewBatch call, bounded by the earliest of their loss deadlines. An
+// Unlock of one of them waits for the call (as it waits for a single
+// renewal); the call's context is cancelled once every hold in it has
+// been unlocked or lost.
+func (s *scheduler) renewBatch(hs []*hold) {
+	live := hs[:0:0]
+	var deadline time.Time
+	for _, h := range hs {
+		if h.checkClock() {
+			h.flightDone(nil, false)
+			continue
+		}
+		live = append(live, h)
+		h.mu.Lock()
+		if at := h.lossAt(); deadline.IsZero() || at.Before(deadline) {
+			deadline = at
+		}
+		h.mu.Unlock()
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	var left atomic.Int32
+	left.Store(int32(len(live)))
+	dhs := make([]driver.Hold, len(live))
+	calls := make([]Call, len(live))
+	octx := make([]context.Context, len(live))
+	for i, h := range live {
+		dhs[i] = h.dh
+		var once sync.Once
+		h.setFlightCancel(func() {
+			once.Do(func() {
+				if left.Add(-1) == 0 {
+					cancel()
+				}
+			})
+		})
+		if o := h.m.obs; o != nil {
+			calls[i] = h.m.call(OpRenew)
+			calls[i].Watchdog = true
+			octx[i] = o.Begin(ctx, calls[i])
+		}
+	}
+	sent := time.Now()
+	ttls, errs := s.batch.RenewBatch(ctx, dhs)
+	for i, h := range live {
+		var ttl time.Duration
+		var err error
+		if i < len(ttls) {
+			ttl = ttls[i]
+		}
+		if i < len(errs) {
+			err = errs[i]
+		}
+		if len(ttls) != len(live) || len(errs) != len(live) {
+			err = driver.Unavailable(errBatchShape)
+		}
+		var before time.Time
+		if h.m.obs != nil {
+			before = h.leaseNow().Expires
+		}
+		err = h.renewed(ctx, sent, ttl, err)
+		if o := h.m.obs; o != nil {
+			r := Result{Outcome: renewOutcome(err), Err: err, Token: Token(h.dh.Token), Duration: time.Since(calls[i].Start)}
+			if err == nil {
+				r.Margin = time.Until(before)
+				r.Lease = h.leaseNow()
+			}
+			o.End(octx[i], calls[i], r)
+		}
+		h.flightDone(err, true)
+	}
+}
+
+// holdHeap orders holds by due time; hold.hi is each one's index.
+type holdHeap []*hold
+
+func (q holdHeap) Len() int           { return len(q) }
+func (q holdHeap) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
+func (q holdHeap) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].hi, q[j].hi = i, j
+}
+
+func (q *holdHeap) Push(x any) {
+	h := x.(*hold)
+	h.hi = len(*q)
+	*q = append(*q, h)
+}
+
+func (q *holdHeap) Pop() any {
+	old := *q
+	n := len(old) - 1
+	h := old[n]
+	old[n] = nil
+	h.hi = -1
+	*q = old[:n]
+	return h
+}
+
+// errBatchShape is the renewal error of every hold of a RenewBatch call
+// that did not return one answer per hold.
+var errBatchShape = errors.New("dlock: the driver's RenewBatch did not answer once per hold")
