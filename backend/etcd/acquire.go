@@ -380,7 +380,7 @@ func (d *drv) abandon(ctx context.Context, h *hold, cause error) {
 	d.forget(h)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	_, err := d.deleteEntry(cctx, h)
+	_, err := d.deleteEntry(cctx, h, time.Time{})
 	switch {
 	case err != nil && h.lease.shared:
 		d.leases.put(h.lease)
@@ -417,7 +417,7 @@ func (d *drv) undo(ctx context.Context, l *lease, key string) {
 		if len(resp.Kvs) == 0 || clientv3.LeaseID(resp.Kvs[0].Lease) != l.id {
 			return nil
 		}
-		_, err = d.deleteEntry(ctx, &hold{key: key, rev: resp.Kvs[0].CreateRevision})
+		_, err = d.deleteEntry(ctx, &hold{key: key, rev: resp.Kvs[0].CreateRevision}, time.Time{})
 		return err
 	})
 }
@@ -464,7 +464,7 @@ const txnGrace = 500 * time.Millisecond
 func (d *drv) dropEntry(ctx context.Context, l *lease, key string, rev int64) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if _, err := d.deleteEntry(cctx, &hold{key: key, rev: rev}); err != nil {
+	if _, err := d.deleteEntry(cctx, &hold{key: key, rev: rev}, time.Time{}); err != nil {
 		d.dropLater(key, rev)
 	}
 	d.leases.put(l)
@@ -487,7 +487,7 @@ func (d *drv) dropOrphan(ctx context.Context, l *lease, key string, resp *client
 	if rev, ok := d.live.Load(key); ok && rev.(int64) == kvs[0].CreateRevision {
 		return false // a live hold or waiter of this driver, not an orphan
 	}
-	deleted, err := d.deleteEntry(ctx, &hold{key: key, rev: kvs[0].CreateRevision})
+	deleted, err := d.deleteEntry(ctx, &hold{key: key, rev: kvs[0].CreateRevision}, time.Time{})
 	return err == nil && deleted
 }
 
@@ -513,7 +513,7 @@ func (d *drv) dropLater(key string, rev int64) {
 		defer d.watchers.Done()
 		ctx, cancel := context.WithTimeout(d.ctx, time.Minute)
 		defer cancel()
-		_, _ = d.deleteEntry(ctx, &hold{key: key, rev: rev})
+		_, _ = d.deleteEntry(ctx, &hold{key: key, rev: rev}, time.Time{})
 	}()
 }
 

@@ -87,6 +87,7 @@ func (d *drv) Release(ctx context.Context, dh driver.Hold) (err error) {
 	h.cancel()
 	d.forget(h)
 	d.loss.remove(h)
+	until := h.validUntil()
 	if h.lease.shared {
 		h.lease.untrack(h)
 	}
@@ -95,7 +96,7 @@ func (d *drv) Release(ctx context.Context, dh driver.Hold) (err error) {
 		return err
 	}
 	defer leave(&err)
-	deleted, err := d.deleteEntry(ctx, h)
+	deleted, err := d.deleteEntry(ctx, h, until)
 	if err != nil {
 		if h.lease.shared {
 			d.leases.put(h.lease)
@@ -118,10 +119,11 @@ func (d *drv) Release(ctx context.Context, dh driver.Hold) (err error) {
 //
 // An attempt not answered within its bound may still have been applied: a
 // later attempt then finds the entry gone by that attempt's own hand. So
-// when a retried delete finds the entry gone while h's lease is known to be
-// alive (it cannot have expired, and nothing but a Break at the same moment
-// deletes a live lease's entry), the entry counts as deleted by this call.
-func (d *drv) deleteEntry(ctx context.Context, h *hold) (bool, error) {
+// when a retried delete finds the entry gone before until, the instant up
+// to which nothing but this release could have deleted it (see
+// hold.validUntil; only a Break at the same moment could), the entry
+// counts as deleted by this call. A zero until forgives nothing.
+func (d *drv) deleteEntry(ctx context.Context, h *hold, until time.Time) (bool, error) {
 	var resp *clientv3.TxnResponse
 	attempts := 0
 	err := retry(ctx, func(ctx context.Context) (err error) {
@@ -135,18 +137,33 @@ func (d *drv) deleteEntry(ctx context.Context, h *hold) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if !resp.Succeeded && attempts > 1 && h.leaseAlive() {
+	if !resp.Succeeded && attempts > 1 && time.Now().Before(until) {
 		return true, nil
 	}
 	return resp.Succeeded, nil
 }
 
-// leaseAlive reports whether h's lease cannot have expired yet: the server
-// expires it no sooner than its TTL after the send time of the grant or of
-// the last confirmed keepalive.
-func (h *hold) leaseAlive() bool {
+// validUntil is the instant before which neither the server nor this
+// driver deletes h's entry: the server expires a lease no sooner than its
+// TTL after the send time of its grant or last confirmed keepalive, and on
+// a shared lease the sweep deletes h's entry once h's own validity has
+// ended (zero when h is no longer tracked there: swept already).
+func (h *hold) validUntil() time.Time {
 	since, ttl := h.lease.state()
-	return !since.IsZero() && time.Now().Before(since.Add(ttl))
+	if since.IsZero() {
+		return time.Time{}
+	}
+	until := since.Add(ttl)
+	if h.lease.shared {
+		own, ok := h.lease.validity(h)
+		if !ok {
+			return time.Time{}
+		}
+		if own.Before(until) {
+			until = own
+		}
+	}
+	return until
 }
 
 // Renew keeps h's lease alive once and checks that h's entry still exists.

@@ -48,6 +48,15 @@ func (l *lease) track(h *hold, until time.Time) {
 	l.mu.Unlock()
 }
 
+// validity returns the instant h's own validity ends on the shared lease
+// l, and whether l still tracks h.
+func (l *lease) validity(h *hold) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	until, ok := l.holds[h]
+	return until, ok
+}
+
 // untrack forgets h (released or lost).
 func (l *lease) untrack(h *hold) {
 	l.mu.Lock()
