@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -80,33 +79,9 @@ func parseElect(args []string, sys IO) (electConfig, int, bool) {
 	if cfg.wait == 0 {
 		return cfg, usageError(sys.Stderr, "elect: --wait 0: a campaign waits; give a duration or forever"), false
 	}
-	switch *onLost {
-	case "term", "TERM", "SIGTERM":
-		cfg.onLost = syscall.SIGTERM
-	case "kill", "KILL", "SIGKILL":
-		cfg.onLost = syscall.SIGKILL
-	default:
-		return cfg, usageError(sys.Stderr, "elect: --on-lost %q: want term or kill", *onLost), false
+	if code, ok := parseHoldArgs(&cfg.runConfig, "elect", "NAME", *onLost, fs.Args(), sys); !ok {
+		return cfg, code, false
 	}
-	if cfg.ttl < 0 {
-		return cfg, usageError(sys.Stderr, "elect: --ttl %v: want a positive duration", cfg.ttl), false
-	}
-	rest := fs.Args()
-	if len(rest) == 0 {
-		return cfg, usageError(sys.Stderr, "elect: missing NAME and COMMAND: lockctl elect [flags] NAME -- COMMAND [ARGS...]"), false
-	}
-	cfg.key, rest = rest[0], rest[1:]
-	switch {
-	case len(rest) > 0 && rest[0] == "--":
-		rest = rest[1:]
-	case len(rest) > 0 && strings.HasPrefix(rest[0], "-") && slices.Contains(rest, "--"):
-		return cfg, usageError(sys.Stderr, "elect: flag %s after NAME: flags go before NAME (lockctl elect [flags] NAME -- COMMAND)", rest[0]), false
-	}
-	if len(rest) == 0 {
-		return cfg, usageError(sys.Stderr, "elect: missing COMMAND: lockctl elect [flags] NAME -- COMMAND [ARGS...]"), false
-	}
-	cfg.argv = rest
-	cfg.url = backendURL(cfg.url, sys)
 	if cfg.value == "" {
 		host, _ := os.Hostname()
 		cfg.value = "host=" + host + " pid=" + strconv.Itoa(os.Getpid()) + " prog=" + filepath.Base(os.Args[0])

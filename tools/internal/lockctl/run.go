@@ -106,37 +106,48 @@ func parseRun(args []string, sys IO) (runConfig, int, bool) {
 	if *nonblock {
 		cfg.wait = 0
 	}
-	switch *onLost {
+	if cfg.permits < 0 || (cfg.permits == 0 && permitsSet(fs)) {
+		return cfg, usageError(sys.Stderr, "run: --permits %d: want at least 1", cfg.permits), false
+	}
+	if code, ok := parseHoldArgs(&cfg, "run", "KEY", *onLost, fs.Args(), sys); !ok {
+		return cfg, code, false
+	}
+	return cfg, 0, true
+}
+
+// parseHoldArgs finishes a run or elect command line (cmd) into cfg:
+// --on-lost, --ttl, and the arguments NOUN -- COMMAND [ARGS...], the flags
+// all before NOUN; and the backend URL's default.
+func parseHoldArgs(cfg *runConfig, cmd, noun, onLost string, rest []string, sys IO) (int, bool) {
+	switch onLost {
 	case "term", "TERM", "SIGTERM":
 		cfg.onLost = syscall.SIGTERM
 	case "kill", "KILL", "SIGKILL":
 		cfg.onLost = syscall.SIGKILL
 	default:
-		return cfg, usageError(sys.Stderr, "run: --on-lost %q: want term or kill", *onLost), false
+		return usageError(sys.Stderr, "%s: --on-lost %q: want term or kill", cmd, onLost), false
 	}
 	if cfg.ttl < 0 {
-		return cfg, usageError(sys.Stderr, "run: --ttl %v: want a positive duration", cfg.ttl), false
+		return usageError(sys.Stderr, "%s: --ttl %v: want a positive duration", cmd, cfg.ttl), false
 	}
-	if cfg.permits < 0 || (cfg.permits == 0 && permitsSet(fs)) {
-		return cfg, usageError(sys.Stderr, "run: --permits %d: want at least 1", cfg.permits), false
-	}
-	rest := fs.Args()
+	synopsis := fmt.Sprintf("lockctl %s [flags] %s -- COMMAND [ARGS...]", cmd, noun)
 	if len(rest) == 0 {
-		return cfg, usageError(sys.Stderr, "run: missing KEY and COMMAND: lockctl run [flags] KEY -- COMMAND [ARGS...]"), false
+		return usageError(sys.Stderr, "%s: missing %s and COMMAND: %s", cmd, noun, synopsis), false
 	}
 	cfg.key, rest = rest[0], rest[1:]
 	switch {
 	case len(rest) > 0 && rest[0] == "--":
 		rest = rest[1:]
 	case len(rest) > 0 && strings.HasPrefix(rest[0], "-") && slices.Contains(rest, "--"):
-		return cfg, usageError(sys.Stderr, "run: flag %s after KEY: flags go before KEY (lockctl run [flags] KEY -- COMMAND)", rest[0]), false
+		return usageError(sys.Stderr, "%s: flag %s after %s: flags go before %s (lockctl %s [flags] %s -- COMMAND)",
+			cmd, rest[0], noun, noun, cmd, noun), false
 	}
 	if len(rest) == 0 {
-		return cfg, usageError(sys.Stderr, "run: missing COMMAND: lockctl run [flags] KEY -- COMMAND [ARGS...]"), false
+		return usageError(sys.Stderr, "%s: missing COMMAND: %s", cmd, synopsis), false
 	}
 	cfg.argv = rest
 	cfg.url = backendURL(cfg.url, sys)
-	return cfg, 0, true
+	return 0, true
 }
 
 // forwarded are the signals lockctl passes on to COMMAND.
