@@ -35,7 +35,11 @@ func init() {
 // with it; a program may register a scheme of its own for a client it
 // builds in its own way (a custom dialer, a TLS configuration), with
 // dlock's portable parameters (ttl, ...) still handled by dlock.Open.
+// It panics if newClient is nil, as dlock.Register does for a nil OpenFunc.
 func Opener(newClient func(*url.URL) (goredis.UniversalClient, error)) dlock.OpenFunc {
+	if newClient == nil {
+		panic("redis: Opener with a nil client constructor")
+	}
 	return func(ctx context.Context, u *url.URL) (driver.Locker, error) {
 		d, err := openDriver(ctx, u, newClient)
 		if err != nil {

@@ -3,6 +3,7 @@ package redis
 import (
 	"net/url"
 	"strings"
+	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -32,4 +33,14 @@ func newClient(u *url.URL) (goredis.UniversalClient, error) {
 		return redisclient.Sentinel(u)
 	}
 	return redisclient.Standalone(u)
+}
+
+// Opener refuses a nil constructor at once, not at the first Open.
+func TestOpenerNilPanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Opener(nil) did not panic")
+		}
+	}()
+	Opener(nil)
 }
