@@ -79,7 +79,7 @@ type multiHold struct {
 // checked as by NewMutex (ErrInvalidOption).
 func NewMultiMutex(l Locker, keys []string, opts ...Option) (*MultiMutex, error) {
 	if l == nil {
-		return nil, errors.New("dlock: NewMultiMutex with a nil Locker")
+		return nil, fmt.Errorf("%w: NewMultiMutex with a nil Locker", ErrInvalidOption)
 	}
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: a multi-key lock needs at least one key", ErrInvalidKey)

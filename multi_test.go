@@ -176,3 +176,13 @@ func TestSemaphoreOwnerTag(t *testing.T) {
 		}
 	}
 }
+
+// A nil Locker is a typed error, not a panic.
+func TestNilLockerIsInvalidOption(t *testing.T) {
+	if _, err := dlock.NewMultiMutex(nil, []string{"k"}); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Errorf("NewMultiMutex(nil) = %v, want ErrInvalidOption", err)
+	}
+	if _, err := dlock.NewSemaphore(nil, "k", 2); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Errorf("NewSemaphore(nil) = %v, want ErrInvalidOption", err)
+	}
+}

@@ -124,7 +124,7 @@ func permitsOf(meta string) (int, bool) {
 // an ErrInvalidKey error.
 func NewSemaphore(l Locker, key string, permits int, opts ...Option) (*Semaphore, error) {
 	if l == nil {
-		return nil, errors.New("dlock: NewSemaphore with a nil Locker")
+		return nil, fmt.Errorf("%w: NewSemaphore with a nil Locker", ErrInvalidOption)
 	}
 	if permits < 1 || permits > MaxPermits {
 		return nil, fmt.Errorf("%w: a semaphore needs from 1 to %d permits, got %d", ErrInvalidOption, MaxPermits, permits)
