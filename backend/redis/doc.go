@@ -25,9 +25,9 @@
 //     background if the server cannot be reached.
 //   - Release: a Lua compare-and-delete (only if the key still holds this
 //     hold's owner value). When someone is queued, the same script hands
-//     the lock to the first live waiter (with a token made as above, for as
-//     long as that waiter's entry would have lived) and publishes
-//     "owner:token" on that waiter's Locker's own channel of the key (see
+//     the lock to the first live waiter (with a token made as above, for a
+//     whole lease) and publishes "owner:token:elapsed" on that waiter's
+//     Locker's own channel of the key (see
 //     Keys): only that waiter, in one process, wakes, and it needs no
 //     round trip to take the lock. A holder whose lease expired and was
 //     taken over can never delete its successor's lock.
@@ -41,10 +41,12 @@
 //     waiter's deadline, or at its own refresh. There is no polling at a
 //     fixed interval. A key's subscription stays 10 s after its last
 //     waiting Lock, so that a key contended again needs no new SUBSCRIBE.
-//   - The validity window of a granted hold starts when the waiter sent its
-//     last attempt that was refused: the grant happened after that attempt
-//     ran, and the lock it sets lasts until that attempt's entry would have
-//     run out, one lease after it ran.
+//   - A grant sets a whole lease when the release runs, and tells the
+//     waiter how many ms of the server's clock passed since the waiter's
+//     last refused attempt ran. The granted hold's validity window starts
+//     when that attempt was sent plus that time (less 1% and 1 ms), so a
+//     grant arrives with about a whole lease left, as an acquire does,
+//     even on a link with a long round trip.
 //
 // The scripts are embedded from internal/redislua and run with EVALSHA,
 // falling back to EVAL when the server does not have them cached.

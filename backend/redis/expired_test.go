@@ -69,3 +69,58 @@ func TestExpiredHolderCannotTouchSuccessor(t *testing.T) {
 		}
 	})
 }
+
+// A waiter whose next attempt finds the lock already its own (a release
+// granted it, and the message did not reach the waiter first) counts its
+// validity window from the lease that attempt read, not from its last
+// refused attempt, which may be most of a refresh interval earlier; and
+// the window still ends before the server's lease does.
+func TestAttemptFindingItsGrant(t *testing.T) {
+	eachTopology(t, func(t *testing.T, endpoint string) {
+		raw := withParams(t, endpoint, "prefix", testPrefix)
+		u, _ := url.Parse(raw)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		d1, err := openDriver(ctx, u, newClient)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d1.Close()
+		d2, err := openDriver(ctx, u, newClient)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d2.Close()
+		key := "grantfound/" + t.Name() + "/" + time.Now().Format(time.RFC3339Nano)
+		const ttl = 3 * time.Second
+		h1, err := d1.TryAcquire(ctx, driver.Request{Key: key, TTL: ttl, Owner: "holder-0123456789abcdef0123456789"})
+		if err != nil {
+			t.Fatalf("TryAcquire: %v", err)
+		}
+		st := d2.newState(driver.Request{Key: key, TTL: ttl, Owner: "waiter-0123456789abcdef0123456789"})
+		var held *driver.HeldError
+		if _, err := d2.attempt(ctx, st, "", true); !errors.As(err, &held) {
+			t.Fatalf("waiter's attempt on a held key: %v; want HeldError", err)
+		}
+		time.Sleep(time.Second)
+		if err := d1.Release(ctx, h1); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		granted := time.Now()
+		h, err := d2.attempt(ctx, st, "", true)
+		if err != nil {
+			t.Fatalf("attempt after the grant: %v", err)
+		}
+		if h.Since.Before(granted.Add(-200 * time.Millisecond)) {
+			t.Fatalf("window counted from %v before the grant; want from about the grant", granted.Sub(h.Since))
+		}
+		pttl, err := adminClient(t, raw).PTTL(ctx, LockKey(testPrefix, key)).Result()
+		if err != nil {
+			t.Fatalf("PTTL: %v", err)
+		}
+		if end := h.Since.Add(ttl); time.Until(end) > pttl {
+			t.Fatalf("window ends in %v, after the server's lease (PTTL %v)", time.Until(end), pttl)
+		}
+		_ = d2.Release(ctx, h)
+	})
+}

@@ -330,3 +330,65 @@ func TestQueueKilledWaiter(t *testing.T) {
 		_ = nm.Unlock(ctx)
 	})
 }
+
+// A waiter handed the lock by a release gets about a whole lease, counted
+// from the grant, not from its last refused attempt (up to a refresh
+// interval, TTL/3, earlier): on a link with a long round trip, a window
+// that short left too little time for the first renewal to return.
+func TestGrantedHoldHasAWholeLease(t *testing.T) {
+	eachTopology(t, func(t *testing.T, endpoint string) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		const ttl = 3 * time.Second
+		raw := withParams(t, endpoint, "prefix", testPrefix)
+		open := func() dlock.Locker {
+			l, err := openLocker(ctx, raw)
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			t.Cleanup(func() { _ = l.Close() })
+			return l
+		}
+		key := "queue/whole/" + randomHex(6)
+		holder := open()
+		hm, _ := holder.NewMutex(key, dlock.WithTTL(ttl))
+		if err := hm.Lock(ctx); err != nil {
+			t.Fatalf("Lock: %v", err)
+		}
+		wm, _ := open().NewMutex(key, dlock.WithTTL(ttl))
+		got := make(chan time.Time, 1)
+		go func() {
+			if err := wm.Lock(ctx); err != nil {
+				t.Errorf("waiter: Lock: %v", err)
+				close(got)
+				return
+			}
+			got <- time.Now()
+		}()
+		waitWaiters(ctx, t, holder, key, 1)
+		// Most of a refresh interval after the waiter's attempt ran.
+		time.Sleep(ttl / 3 * 3 / 4)
+		if err := hm.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+		at, ok := <-got
+		if !ok {
+			return
+		}
+		defer func() { _ = wm.Unlock(ctx) }()
+		left := time.Until(wm.Lease().Expires) + time.Since(at)
+		// A whole lease less the drift allowance (32 ms) and the grant's
+		// trip; the old count from the refused attempt left about 2.2 s.
+		if left < ttl-ttl/10 {
+			t.Fatalf("granted hold has %v of its %v lease left when Lock returned; want at least %v", left, ttl, ttl-ttl/10)
+		}
+		// And the window still ends before the server's lease does.
+		pttl, err := adminClient(t, endpoint).PTTL(ctx, LockKey(testPrefix, key)).Result()
+		if err != nil {
+			t.Fatalf("PTTL: %v", err)
+		}
+		if srv := time.Until(wm.Lease().Expires); pttl < srv {
+			t.Fatalf("validity window ends in %v, after the server's lease (PTTL %v)", srv, pttl)
+		}
+	})
+}

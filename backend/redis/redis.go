@@ -234,9 +234,12 @@ func (d *redisDriver) newState(req driver.Request) *state {
 // returns (and, if the server cannot be reached, in the background; the
 // entry runs out by itself within a lease anyway).
 //
-// The hold's validity window starts when the last attempt that was refused
-// was sent: a grant happens after that attempt ran, and lasts until the
-// entry it refreshed would have run out, one lease after it ran.
+// The validity window of a hold taken by an attempt starts when that
+// attempt was sent; one that finds the lock its own already (a grant whose
+// message it missed) ends when the lease it read there does. A grant sets a whole lease when the release runs, and
+// says how long after the waiter's last refused attempt ran that was, by the
+// server's clock: the window starts when that attempt was sent plus that
+// time (see grantedSince).
 func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.Hold, error) {
 	if err := d.check(ctx); err != nil {
 		return driver.Hold{}, err
@@ -274,12 +277,6 @@ func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.H
 		sent := time.Now()
 		h, err := d.attempt(ctx, st, req.Meta, true)
 		if err == nil {
-			// The lock may have been granted by a release before this
-			// attempt ran: count from the last refusal.
-			if since.IsZero() {
-				since = sent
-			}
-			h.Since = since
 			return h, nil
 		}
 		var held *driver.HeldError
@@ -313,8 +310,8 @@ func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.H
 				w = nil
 				continue
 			}
-			if token := w.granted(); token != 0 {
-				return d.granted(ctx, st, token, since)
+			if token, elapsed := w.granted(); token != 0 {
+				return d.granted(ctx, st, token, grantedSince(since, elapsed))
 			}
 		case <-timer.C:
 		case <-ctx.Done():
@@ -323,6 +320,26 @@ func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.H
 			return giveUp(driver.ErrClosed)
 		}
 	}
+}
+
+// grantedSince is when the validity window of a granted hold starts: when
+// the waiter's last refused attempt was sent (it ran on the server after
+// that), plus the server time that passed from then to the grant, less the
+// clock-rate allowance dlock makes for a lease (1%) and a millisecond for
+// the server's rounding to whole ms. Never later than now.
+func grantedSince(since time.Time, elapsed time.Duration) time.Time {
+	credit := elapsed - elapsed/100 - time.Millisecond
+	if credit <= 0 {
+		return since
+	}
+	return minTime(since.Add(credit), time.Now())
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // granted returns the hold a release handed to st with token.
@@ -352,6 +369,7 @@ func (d *redisDriver) leave(ctx context.Context, st *state) {
 // not granted the lock joins (or stays in) the queue.
 func (d *redisDriver) attempt(ctx context.Context, st *state, meta string, join bool) (driver.Hold, error) {
 	keys, args := redislua.QueueArgs(st.names.queueKeys(), st.owner, st.ttlMs, meta, join, d.publish, d.inbox)
+	sent := time.Now()
 	v, acks, err := d.run(ctx, redislua.Queue, keys, args)
 	if err != nil {
 		if !serverError(err) {
@@ -385,11 +403,14 @@ func (d *redisDriver) attempt(ctx context.Context, st *state, meta string, join 
 		_ = d.release(rctx, st)
 		return driver.Hold{}, err
 	}
-	return driver.Hold{
-		Token: r.Token,
-		TTL:   time.Duration(st.ttlMs) * time.Millisecond,
-		State: st,
-	}, nil
+	ttl := time.Duration(st.ttlMs) * time.Millisecond
+	h := driver.Hold{Token: r.Token, TTL: ttl, Since: sent, State: st}
+	if r.Existing {
+		// The lease was set before the script ran (which was after sent)
+		// and had r.Remaining left then, less up to a ms of rounding.
+		h.Since = sent.Add(r.Remaining - time.Millisecond - ttl)
+	}
+	return h, nil
 }
 
 func (d *redisDriver) replicaErr(acks int64) error {

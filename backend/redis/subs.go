@@ -384,12 +384,13 @@ func (c *subConn) handle(msg any) {
 	switch m := msg.(type) {
 	case *goredis.Message:
 		if sc := c.chans[m.Channel]; sc != nil {
-			to, token := addressed(m.Payload)
+			to, token, elapsed := addressed(m.Payload)
 			for w := range sc.watches {
 				if to != "" && w.owner != "" && w.owner != to {
 					continue // woken only when it is this waiter's turn
 				}
 				if token != 0 && w.owner == to {
+					w.elapsed.Store(elapsed)
 					w.token.Store(token)
 				}
 				select {
@@ -436,6 +437,7 @@ type watch struct {
 	owner   string        // hears only messages addressed to it (or to nobody); "" hears all
 	linger  bool          // the last watch's removal lets the subscription linger
 	token   atomic.Uint64 // the fencing token of a lock a release granted to owner
+	elapsed atomic.Int64  // with token: the server ms from the owner's last refresh to the grant
 	need    uint64        // confirmed when the channel's acked reaches need
 	ready   chan struct{} // closed when confirmed
 	changed chan struct{} // a release was published; closed when broken
@@ -447,36 +449,52 @@ var _ driver.Watch = (*watch)(nil)
 func (w *watch) Changed() <-chan struct{} { return w.changed }
 
 // granted returns the token of the lock a release handed to the watch's
-// owner, 0 when none was.
-func (w *watch) granted() uint64 { return w.token.Load() }
+// owner, 0 when none was, and how long after the owner's last refresh of
+// its queue entry the release ran, by the server's clock.
+func (w *watch) granted() (uint64, time.Duration) {
+	token := w.token.Load()
+	if token == 0 {
+		return 0, 0
+	}
+	return token, time.Duration(w.elapsed.Load()) * time.Millisecond
+}
 
 func (w *watch) Close() error {
 	w.c.remove(w)
 	return nil
 }
 
-// addressed returns the owner a release message wakes, and the fencing
-// token of the lock it was granted (0 for a wake-up only), or "" for a
-// message meant for every waiter (a release with nobody queued, a break, a
-// release by an older version). Messages are "owner" or "owner:token";
-// owners are 32 hex digits (driver.Request.Owner).
-func addressed(payload string) (string, uint64) {
-	owner, token, grant := strings.Cut(payload, ":")
+// addressed returns the owner a release message wakes, the fencing token
+// of the lock it was granted (0 for a wake-up only) and the server ms
+// between the owner's last refresh and the grant, or "" for a message meant
+// for every waiter (a release with nobody queued, a break, a release by an
+// older version). Messages are "owner" or "owner:token:elapsed"
+// (release.lua); owners are 32 hex digits (driver.Request.Owner). A grant
+// in the older form "owner:token" counts as elapsed 0, which only shortens
+// the waiter's validity window.
+func addressed(payload string) (owner string, token uint64, elapsed int64) {
+	owner, grant, isGrant := strings.Cut(payload, ":")
 	if len(owner) != 32 {
-		return "", 0
+		return "", 0, 0
 	}
 	for i := 0; i < len(owner); i++ {
 		c := owner[i]
 		if (c < '0' || c > '9') && (c < 'a' || c > 'f') && (c < 'A' || c > 'F') {
-			return "", 0
+			return "", 0, 0
 		}
 	}
-	if !grant {
-		return owner, 0
+	if !isGrant {
+		return owner, 0, 0
 	}
-	n, err := strconv.ParseUint(token, 10, 64)
+	tok, ms, _ := strings.Cut(grant, ":")
+	n, err := strconv.ParseUint(tok, 10, 64)
 	if err != nil {
-		return "", 0
+		return "", 0, 0
 	}
-	return owner, n
+	if ms != "" {
+		if elapsed, err = strconv.ParseInt(ms, 10, 64); err != nil || elapsed < 0 {
+			return "", 0, 0
+		}
+	}
+	return owner, n, elapsed
 }

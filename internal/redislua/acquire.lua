@@ -62,7 +62,12 @@ if value == ARGV[1] then
   if token == nil then
     return redis.error_reply('NOTALOCK the fencing counter ' .. KEYS[2] .. ' vanished while its lock was held')
   end
-  return {1, token}
+  -- Already the owner's (a retry, or a grant): say how long it has left.
+  local left = redis.call('PTTL', KEYS[1])
+  if left < 0 then
+    return redis.error_reply('NOTALOCK the lock key ' .. KEYS[1] .. ' holds a value without expiry, not a lock')
+  end
+  return {1, token, left}
 end
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl < 0 then

@@ -26,6 +26,9 @@
 -- Replies:
 --   {1, token}      acquired; token is strictly greater than every token
 --                   issued before for this counter
+--   {1, token, left} the owner held the lock already (a release granted it,
+--                   or this is a retry of an attempt that took it): its
+--                   token, and the ms its lease has left
 --   {0, wait}       not acquired: held by another owner, or free but
 --                   promised to an earlier waiter; wait is how many ms
 --                   until that changes by itself (the holder's lease, or
@@ -59,7 +62,12 @@ if value == owner then
   if token == nil then
     return redis.error_reply('NOTALOCK the fencing counter ' .. KEYS[2] .. ' vanished while its lock was held')
   end
-  return {1, token}
+  -- Already the owner's (a retry, or a grant): say how long it has left.
+  local left = redis.call('PTTL', KEYS[1])
+  if left < 0 then
+    return redis.error_reply('NOTALOCK the lock key ' .. KEYS[1] .. ' holds a value without expiry, not a lock')
+  end
+  return {1, token, left}
 end
 local now = redis.call('TIME')
 local nowms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)

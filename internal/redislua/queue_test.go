@@ -83,10 +83,11 @@ func tokenBy(t *testing.T, c *goredis.Client, k QueueKeys, how, owner string) ui
 	if err != nil {
 		t.Fatal(err)
 	}
-	to, tok, ok := strings.Cut(msg.Payload, ":")
-	if !ok || to != owner {
-		t.Fatalf("release published %q; want %s:token", msg.Payload, owner)
+	parts := strings.Split(msg.Payload, ":")
+	if len(parts) != 3 || parts[0] != owner {
+		t.Fatalf("release published %q; want %s:token:elapsed", msg.Payload, owner)
 	}
+	tok := parts[1]
 	if v := c.Get(ctx, k.Lock).Val(); v != owner {
 		t.Fatalf("lock holds %q after the grant; want %s", v, owner)
 	}
@@ -259,5 +260,50 @@ func TestGrantWakesOnlyTheFirstWaiter(t *testing.T) {
 	}
 	if p, ok := next.(*goredis.Pong); !ok || p.Payload != "end" {
 		t.Fatalf("after the grant, also received %#v", next)
+	}
+}
+
+// A grant sets a whole lease from the grant, and tells the waiter how long
+// after its last refresh the grant came, by the server's clock.
+func TestGrantSetsAWholeLease(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	k := queueKeys(t, c)
+	a := strings.Repeat("a", 32)
+	if r := queueAttempt(t, c, k, "h", time.Minute, true); !r.Acquired {
+		t.Fatal("first attempt refused on a free key")
+	}
+	const lease = 10 * time.Second
+	if r := queueAttempt(t, c, k, a, lease, true); r.Acquired {
+		t.Fatal("waiter acquired a held lock")
+	}
+	ps := c.Subscribe(ctx, InboxChannel(k.Channel, "inbox"+a))
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const pause = time.Second
+	time.Sleep(pause)
+	if !queueRelease(t, c, k, "h", true) {
+		t.Fatal("release failed")
+	}
+	msg, err := ps.ReceiveMessage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(msg.Payload, ":")
+	if len(parts) != 3 || parts[0] != a {
+		t.Fatalf("grant published %q; want %s:token:elapsed", msg.Payload, a)
+	}
+	elapsed, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil {
+		t.Fatalf("grant's elapsed %q: %v", parts[2], err)
+	}
+	if e := time.Duration(elapsed) * time.Millisecond; e < pause || e > pause+5*time.Second {
+		t.Fatalf("grant says %v passed since the waiter's refresh; want about %v", e, pause)
+	}
+	// The entry would have run out in lease-pause; the lock lasts a lease.
+	if pttl := c.PTTL(ctx, k.Lock).Val(); pttl <= lease-pause/2 || pttl > lease {
+		t.Fatalf("granted lock's PTTL %v; want a whole lease (%v) from the grant", pttl, lease)
 	}
 }

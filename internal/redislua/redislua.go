@@ -228,13 +228,17 @@ type AcquireReply struct {
 	Acquired  bool
 	Token     uint64        // when Acquired
 	Remaining time.Duration // when not Acquired: the holder's remaining lease
+	// Existing, when Acquired, says the owner held the lock before the
+	// script ran (a release granted it, or the attempt is a retry of one
+	// that took it); Remaining is then what its lease had left.
+	Existing bool
 }
 
 // ParseAcquire decodes the result of Acquire. A reply in an unexpected
 // shape is an error (it means the script on the server is not ours).
 func ParseAcquire(v any) (AcquireReply, error) {
 	s, ok := v.([]any)
-	if !ok || len(s) != 2 {
+	if !ok || len(s) != 2 && len(s) != 3 {
 		return AcquireReply{}, fmt.Errorf("redislua: unexpected acquire reply %#v", v)
 	}
 	flag, ok1 := s[0].(int64)
@@ -246,7 +250,18 @@ func ParseAcquire(v any) (AcquireReply, error) {
 		if n == 0 {
 			return AcquireReply{}, errors.New("redislua: acquire returned token 0")
 		}
-		return AcquireReply{Acquired: true, Token: uint64(n)}, nil
+		r := AcquireReply{Acquired: true, Token: uint64(n)}
+		if len(s) == 3 {
+			left, ok := s[2].(int64)
+			if !ok || left < 0 {
+				return AcquireReply{}, fmt.Errorf("redislua: unexpected acquire reply %#v", v)
+			}
+			r.Existing, r.Remaining = true, time.Duration(left)*time.Millisecond
+		}
+		return r, nil
+	}
+	if len(s) != 2 {
+		return AcquireReply{}, fmt.Errorf("redislua: unexpected acquire reply %#v", v)
 	}
 	return AcquireReply{Remaining: time.Duration(n) * time.Millisecond}, nil
 }

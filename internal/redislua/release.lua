@@ -24,11 +24,13 @@
 -- free afterwards and this changed who may take it, only the first live
 -- waiter hears of it. With GRANT, the lock is that waiter's at once: set
 -- to its owner with its description and a fencing token as queue.lua
--- makes one, for as long as its queue entry would have lived (its last
--- refresh plus its lease, so that the waiter's validity window, which it
--- counts from the sending of that refresh, ends first), the entry is
--- removed, and the message is "owner:token", published on the waiter's
--- own channel (KEYS[2]:inbox, see queue.lua). Without GRANT (or with a
+-- makes one, for one whole lease from now; the entry is removed, and the
+-- message is "owner:token:elapsed", published on the waiter's own channel
+-- (KEYS[2]:inbox, see queue.lua). elapsed is how many ms of this server's
+-- clock passed between the waiter's last refresh of its entry and the
+-- grant: the waiter counts its validity window from the sending of that
+-- refresh plus elapsed, so that it ends before the lease set here does,
+-- and not up to a refresh interval earlier than it must. Without GRANT (or with a
 -- counter that is not an integer) the message is the owner, and the waiter
 -- takes the lock with queue.lua. With nobody queued, ARGV[3] is published,
 -- for waiters that do not queue.
@@ -74,11 +76,11 @@ end
 local message = head or ARGV[3] or ''
 local granted = false
 if head and ARGV[4] == 'GRANT' then
-  local d, meta = string.match(entry, '^(%d+):%d+:[^:]*:(.*)$')
+  local d, ttl, meta = string.match(entry, '^(%d+):(%d+):[^:]*:(.*)$')
   -- The token, as queue.lua makes it: max(counter + 1, the clock).
   local clock = now[1] .. string.format('%06d', tonumber(now[2]))
   local token = redis.pcall('GET', KEYS[5])
-  if d and (not token or (type(token) == 'string' and string.match(token, '^-?%d+$'))) then
+  if d and tonumber(ttl) > 0 and (not token or (type(token) == 'string' and string.match(token, '^-?%d+$'))) then
     if not token or #token < #clock or (#token == #clock and token < clock) then
       redis.call('SET', KEYS[5], clock)
       token = clock
@@ -86,11 +88,13 @@ if head and ARGV[4] == 'GRANT' then
       redis.call('INCR', KEYS[5])
       token = redis.call('GET', KEYS[5])
     end
-    redis.call('SET', KEYS[1], head, 'PX', tonumber(d) - nowms)
+    redis.call('SET', KEYS[1], head, 'PX', tonumber(ttl))
     redis.call('SET', KEYS[6], head .. '\n' .. meta)
     redis.call('LPOP', KEYS[3])
     redis.call('HDEL', KEYS[4], head)
-    message = head .. ':' .. token
+    -- The entry's deadline is its last refresh plus its lease.
+    local elapsed = math.max(nowms - (tonumber(d) - tonumber(ttl)), 0)
+    message = head .. ':' .. token .. ':' .. elapsed
     granted = true
   end
 end
