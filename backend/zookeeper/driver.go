@@ -17,7 +17,7 @@ import (
 // locks live under, and the background work that watches the session and
 // removes nodes a cancelled or failed request may have left.
 type zkDriver struct {
-	conn   *zk.Conn
+	conn   *zkConn
 	own    bool // the Conn was dialled by Open: Close closes it
 	prefix string
 	acl    []zk.ACL
@@ -39,7 +39,7 @@ var (
 )
 
 func newDriver(conn *zk.Conn, own bool, prefix string, acl []zk.ACL, sess *sessionBox) *zkDriver {
-	d := &zkDriver{conn: conn, own: own, prefix: prefix, acl: acl, sess: sess, closed: make(chan struct{})}
+	d := &zkDriver{conn: &zkConn{Conn: conn}, own: own, prefix: prefix, acl: acl, sess: sess, closed: make(chan struct{})}
 	d.mon = newMonitor(d)
 	d.clean = newCleaner(d)
 	d.wg.Add(2)
@@ -166,16 +166,12 @@ func (d *zkDriver) Close() error {
 			d.clean.flush(time.Now().Add(closeCleanTimeout))
 		}
 		close(d.closed)
+		// Every request still in flight (one whose caller stopped
+		// waiting, or a background goroutine's) is answered before the
+		// connection closes, or has the session timeout to be (see
+		// zkConn). The Locker sends no new ones.
+		d.conn.drain(min(d.sessionTimeout(), 2*time.Second))
 		if d.own {
-			// go-zookeeper lets a request that Close ends read its
-			// response while the receiver may still be decoding into it
-			// (a data race): first let every request still on the wire,
-			// such as one whose caller stopped waiting, be answered. The
-			// server answers a session's requests in order, so one round
-			// trip is enough.
-			bctx, cancel := context.WithTimeout(context.Background(), min(d.sessionTimeout(), 2*time.Second))
-			_, _ = call(bctx, func() (bool, error) { ok, _, err := d.conn.Exists("/"); return ok, err })
-			cancel()
 			d.conn.Close()
 			d.wg.Wait()
 		}
