@@ -31,6 +31,9 @@
 //     hands it every hold that is due at once, instead of one Renew each.
 //   - [LossNotifier]: calls back when a hold is lost, so that the portable
 //     layer needs no goroutine per hold to wait on Hold.Lost.
+//   - [Recorder]: a small value per key, apart from its lock, written once
+//     and read by every later caller. A Semaphore records its number of
+//     permits with it; every dlock backend implements it.
 //
 // # Errors
 //
@@ -221,3 +224,30 @@ type Inspector interface {
 
 // MaxKeyLen is the longest key, in bytes, that dlock accepts.
 const MaxKeyLen = 4096
+
+// MaxRecordLen is the longest record value, in bytes.
+const MaxRecordLen = 256
+
+// Recorder is implemented by drivers that keep a small value per key that
+// outlives every hold: written once, by the first caller, and read by
+// every later one, until cleared. A dlock.Semaphore records its number of
+// permits with it, so that a client whose number differs is refused before
+// it takes a permit.
+//
+// A key's record is apart from the key's lock, and from the lock of every
+// other key: acquiring, releasing or breaking any lock leaves it alone,
+// and Inspect does not see it. Keys follow the rules of Request.Key;
+// values are valid UTF-8 of 1 to MaxRecordLen bytes.
+type Recorder interface {
+	// Record makes value key's record unless key has one, and returns the
+	// record: value, or the one found. Of concurrent calls with different
+	// values, one wins and every call returns its value: the write is a
+	// create-if-absent as linearizable as the backend's locks (on Redlock,
+	// the value a majority of instances hold; an error wrapping
+	// ErrUnavailable when no value has a majority).
+	Record(ctx context.Context, key, value string) (string, error)
+	// ClearRecord deletes key's record if it is value (everywhere it is,
+	// on Redlock), and reports whether one was deleted. A record with
+	// another value is left alone.
+	ClearRecord(ctx context.Context, key, value string) (bool, error)
+}

@@ -79,6 +79,8 @@ type Store struct {
 	// new process (a new Store) goes on above the tokens an earlier one
 	// issued, for a fence that outlives the process.
 	seq uint64
+	// records are the keys' records (driver.Recorder), apart from locks.
+	records map[string]string
 }
 
 type entry struct {
@@ -98,7 +100,7 @@ type entry struct {
 
 // NewStore returns an empty Store.
 func NewStore() *Store {
-	return &Store{locks: map[string]*entry{}, subs: map[string]map[*watch]struct{}{}}
+	return &Store{locks: map[string]*entry{}, subs: map[string]map[*watch]struct{}{}, records: map[string]string{}}
 }
 
 // New returns a Locker over s. Lockers on one Store behave like separate
@@ -168,7 +170,37 @@ var (
 	_ driver.Inspector    = (*memDriver)(nil)
 	_ driver.BatchRenewer = (*memDriver)(nil)
 	_ driver.LossNotifier = (*memDriver)(nil)
+	_ driver.Recorder     = (*memDriver)(nil)
 )
+
+// Record keeps value as key's record unless it has one; records live as
+// long as the Store.
+func (d *memDriver) Record(ctx context.Context, key, value string) (string, error) {
+	if err := d.check(ctx); err != nil {
+		return "", err
+	}
+	d.s.mu.Lock()
+	defer d.s.mu.Unlock()
+	if v, ok := d.s.records[key]; ok {
+		return v, nil
+	}
+	d.s.records[key] = value
+	return value, nil
+}
+
+// ClearRecord deletes key's record if it is value.
+func (d *memDriver) ClearRecord(ctx context.Context, key, value string) (bool, error) {
+	if err := d.check(ctx); err != nil {
+		return false, err
+	}
+	d.s.mu.Lock()
+	defer d.s.mu.Unlock()
+	if v, ok := d.s.records[key]; !ok || v != value {
+		return false, nil
+	}
+	delete(d.s.records, key)
+	return true, nil
+}
 
 // Inspect reports key's live entry; an expired one counts as free.
 func (d *memDriver) Inspect(ctx context.Context, key string) (driver.Info, error) {
