@@ -82,3 +82,36 @@ func ExampleNewSemaphore() {
 	// transcoder 1 holds a permit, token issued: true
 	// transcoder 2 waits: all permits held: true
 }
+
+// The first client records the semaphore's number of permits; a client of
+// another number is refused until the record is reset, once no client of
+// the old number runs.
+func ExampleResetSemaphore() {
+	ctx := context.Background()
+	locker, err := dlock.Open(ctx, "mem://example-reset-semaphore")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer locker.Close()
+
+	two, _ := dlock.NewSemaphore(locker, "encoders", 2)
+	if err := two.Acquire(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = two.Release(ctx)
+
+	four, _ := dlock.NewSemaphore(locker, "encoders", 4)
+	err = four.TryAcquire(ctx)
+	fmt.Println("4 permits on a key recorded with 2 refused:", errors.Is(err, dlock.ErrInvalidOption))
+
+	cleared, err := dlock.ResetSemaphore(ctx, locker, "encoders", 2)
+	fmt.Println("record of 2 cleared:", cleared, err)
+	fmt.Println("4 permits now:", four.TryAcquire(ctx) == nil)
+	_ = four.Release(ctx)
+	// Output:
+	// 4 permits on a key recorded with 2 refused: true
+	// record of 2 cleared: true <nil>
+	// 4 permits now: true
+}

@@ -186,3 +186,65 @@ func TestNilLockerIsInvalidOption(t *testing.T) {
 		t.Errorf("NewSemaphore(nil) = %v, want ErrInvalidOption", err)
 	}
 }
+
+// noRecords is a driver that can inspect keys but keeps no records (a
+// third-party driver).
+type noRecords struct {
+	driver.Locker
+	driver.Inspector
+}
+
+// ResetSemaphore: bad input is a typed error; a closed Locker is
+// ErrClosed; a driver without records is ErrUnsupported, and a Semaphore
+// over it still works, with the check of the permits' descriptions.
+func TestResetSemaphoreErrors(t *testing.T) {
+	ctx := context.Background()
+	l, err := memory.New(memory.NewStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		l       dlock.Locker
+		key     string
+		permits int
+		want    error
+	}{
+		{"nil Locker", nil, "k", 2, dlock.ErrInvalidOption},
+		{"no permits", l, "k", 0, dlock.ErrInvalidOption},
+		{"too many permits", l, "k", dlock.MaxPermits + 1, dlock.ErrInvalidOption},
+		{"empty key", l, "", 2, dlock.ErrInvalidKey},
+	} {
+		if _, err := dlock.ResetSemaphore(ctx, c.l, c.key, c.permits); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v; want %v", c.name, err, c.want)
+		}
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := dlock.ResetSemaphore(cancelled, l, "k", 2); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled context: %v; want context.Canceled", err)
+	}
+	_ = l.Close()
+	if _, err := dlock.ResetSemaphore(ctx, l, "k", 2); !errors.Is(err, dlock.ErrClosed) {
+		t.Errorf("closed Locker: %v; want ErrClosed", err)
+	}
+
+	d := memory.NewStore().Driver()
+	plain, err := dlock.NewLocker(noRecords{d, d.(driver.Inspector)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := dlock.ResetSemaphore(ctx, plain, "k", 2); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("a driver without records: %v; want ErrUnsupported", err)
+	}
+	two, _ := dlock.NewSemaphore(plain, "k", 2)
+	if err := two.Acquire(ctx); err != nil {
+		t.Fatalf("Acquire over a driver without records: %v", err)
+	}
+	three, _ := dlock.NewSemaphore(plain, "k", 3)
+	if err := three.TryAcquire(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Errorf("3 permits beside a holder of 2, without records: %v; want ErrInvalidOption (the descriptions' check)", err)
+	}
+	_ = two.Release(ctx)
+}

@@ -45,37 +45,43 @@ const MaxPermits = 1024
 // holder (here a lease on a slot key, with its own fencing token; Redisson
 // keeps the count on the server, set once by trySetPermits). From Consul's
 // semaphore, that the limit is recorded with the holders and a client
-// whose limit differs is refused (Consul keeps it in one lock key updated
-// by check-and-set, on which every acquire serialises; the driver contract
-// has no such record, so here every permit's owner description carries
-// it). Curator's InterProcessSemaphoreV2 (a mutex guarding the creation of
-// lease nodes and a count of them, N each client's own unless a shared
-// count node is used) shows the failure the check guards against: clients
-// with different N mixing silently.
+// whose limit differs is refused (Consul keeps it in the one lock key that
+// every acquire updates by check-and-set; here it is a record of its own,
+// written once, so acquires do not serialise on it). Curator's
+// InterProcessSemaphoreV2 (a mutex guarding the creation of lease nodes
+// and a count of them, N each client's own unless a shared count node is
+// used) shows the failure the check guards against: clients with
+// different N mixing silently.
 //
 // # Clients that disagree on N
 //
-// Every permit's owner description (Inspect, WithOwner) starts with
-// "permits=N ". After taking a slot, Acquire inspects every other slot of
-// its own N and the slot just past them. It gives its permit back and
-// returns an error matching ErrInvalidOption if a holder's N differs, or
-// if that next slot is held (a client with a larger N is at work). Because
-// each client first takes its slot and then reads the others, of two
-// clients that hold at the same time, at least the one that reads second
-// sees the other, whenever each reads the other's slot and Inspect sees
-// every write completed before it. The window left: a client with a
-// larger N holding only slots numbered above the smaller N (all lower
-// slots were taken when it acquired, and it checked before the smaller
-// clients came) is not seen by the smaller clients, which then may
-// together with it exceed the smaller N until it releases. Use one N per
-// key; the check catches a deployment that mixes them as soon as their
-// permits meet in the slots both read.
+// The key's record (driver.Recorder, kept by every dlock backend apart
+// from the key's locks) holds N: "permits=N". Every Acquire and
+// TryAcquire writes it if the key has none, or reads it, before it takes
+// a permit, and returns an error matching
+// ErrInvalidOption if it says another number. The record is a
+// create-if-absent as linearizable as the backend's locks, so of clients
+// that disagree on N, those of one number are refused before they hold
+// anything, whatever the order and timing. It outlives every permit:
+// ResetSemaphore deletes it, for a deployment that changes N once no
+// client of the old number runs.
+//
+// A second check remains, for a Locker whose driver keeps no records (a
+// third-party driver) and as a backstop: every permit's owner description
+// (Inspect, WithOwner) starts with "permits=N ", and after taking a slot,
+// Acquire inspects every other slot of its own N and the slot just past
+// them, and gives its permit back with an ErrInvalidOption error if a
+// holder's N differs, or if that next slot is held. Alone, that check
+// leaves a window: a client with a larger N holding only slots numbered
+// above the smaller N is not seen by the smaller clients.
 //
 // # Cost
 //
-// An Acquire with a slot free costs one acquisition per slot tried (one
-// round trip on Redis, see MultiMutex for the others) plus N inspections,
-// one round trip each, for the check; when every slot is taken, N
+// Every Acquire first reads (or writes) the record: one round trip (one
+// per instance, in parallel, on Redlock). An Acquire with
+// a slot free costs one acquisition per slot tried (one round trip on
+// Redis, see MultiMutex for the others) plus N inspections, one round trip
+// each, for the second check; when every slot is taken, N
 // attempts, then N Locks at once (N waits on the server: N subscriptions
 // on Redis, N queue entries on etcd and ZooKeeper, N blocking queries on
 // Consul, and N goroutines in the process), called off when one is granted.
@@ -253,6 +259,9 @@ func (s *Semaphore) acquire(ctx context.Context, op string, wait bool) error {
 	}
 	defer s.leave()
 	if err := s.settle(ctx); err != nil {
+		return s.errorf(op, err)
+	}
+	if err := s.checkRecord(ctx); err != nil {
 		return s.errorf(op, err)
 	}
 	err := s.tryAll(ctx)

@@ -29,7 +29,7 @@
 // InspectExpiry, Break, InspectErrors, multi-key locks': MultiLock,
 // MultiPartial, MultiOverlap, MultiLoss, MultiClose, semaphores':
 // Semaphore, SemaphoreBound, SemaphoreExpiry, SemaphoreMismatch,
-// SemaphoreClose, and leader election's: ElectionOneLeader,
+// SemaphoreRecord, SemaphoreClose, and leader election's: ElectionOneLeader,
 // ElectionBlocks, ElectionObserve, ElectionReplaced, ElectionFenced,
 // ElectionErrors. RunBenchmarks measures the same
 // backend: uncontended Lock+Unlock, parallel distinct keys, and contended
@@ -189,6 +189,7 @@ func Run(t *testing.T, h Harness) {
 		{"SemaphoreBound", false, s.semaphoreBound},
 		{"SemaphoreExpiry", false, s.semaphoreExpiry},
 		{"SemaphoreMismatch", false, s.semaphoreMismatch},
+		{"SemaphoreRecord", false, s.semaphoreRecord},
 		{"SemaphoreClose", false, s.semaphoreClose},
 	}
 	// Leader election (election.go): serial, since they count goroutines

@@ -250,6 +250,10 @@ func (s *suite) semaphoreMismatch(t *testing.T) {
 	if err := two.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
+	// The key is recorded with 2 permits; clear it for the second half.
+	if ok, err := dlock.ResetSemaphore(ctx, l1, key, 2); err != nil || !ok {
+		t.Fatalf("ResetSemaphore(2) with no permit held: %v, %v; want true", ok, err)
+	}
 
 	// The other way round, and with the larger client's permit in the
 	// slot just past the smaller N: fill 3 slots, release all but slot 2.
@@ -277,6 +281,136 @@ func (s *suite) semaphoreMismatch(t *testing.T) {
 	s.checkOnlyHeld(t, l1, key, 3, key+"#permit/2")
 	for _, sm := range big {
 		_ = sm.Release(ctx)
+	}
+}
+
+// SemaphoreRecord: the key's number of permits is recorded when first
+// used, apart from its locks, and a client of another number is refused
+// before it holds anything: even when the other client's only permit sits
+// in a slot above this client's N, even when no permit is held, and of
+// clients racing to be first, only one number wins. ResetSemaphore clears
+// the record only for the number it holds and only while no permit is.
+func (s *suite) semaphoreRecord(t *testing.T) {
+	ctx := ctxFor(t, 2*time.Minute)
+	l1, l2 := s.locker(t), s.locker(t)
+	key := s.key(t, "semrec")
+	ttl := s.h.longTTL()
+
+	// A client with 4 permits holds only slot 3.
+	var big []*dlock.Semaphore
+	for i := 0; i < 4; i++ {
+		sm := mustSem(t, l2, key, 4, dlock.WithTTL(ttl))
+		if err := sm.Acquire(ctx); err != nil {
+			t.Fatalf("Acquire %d of 4: %v", i+1, err)
+		}
+		big = append(big, sm)
+	}
+	var kept *dlock.Semaphore
+	for _, sm := range big {
+		if sm.Slot() == 3 {
+			kept = sm
+			continue
+		}
+		if err := sm.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+	small := mustSem(t, l1, key, 2, dlock.WithTTL(ttl))
+	if err := small.TryAcquire(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Fatalf("TryAcquire with 2 permits while a client with 4 holds slot 3: %v; want ErrInvalidOption", err)
+	}
+	if err := small.Acquire(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Fatalf("Acquire with 2 permits while a client with 4 holds slot 3: %v; want ErrInvalidOption", err)
+	}
+	s.checkOnlyHeld(t, l1, key, 4, key+"#permit/3")
+	if _, err := dlock.ResetSemaphore(ctx, l1, key, 4); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("ResetSemaphore while a permit is held: %v; want ErrNotAcquired", err)
+	}
+	if err := kept.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+
+	// No permit held: the record still says 4. A lock on the key itself,
+	// and a Break of it, leave the record alone.
+	m, err := l1.NewMutex(key, dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Lock(ctx); err != nil {
+		t.Fatalf("Lock of the semaphore's own key: %v", err)
+	}
+	if _, err := l2.Break(ctx, key); err != nil {
+		t.Fatalf("Break of the semaphore's own key: %v", err)
+	}
+	_ = m.Unlock(ctx)
+	if info, err := l1.Inspect(ctx, key); err != nil || info.Held {
+		t.Fatalf("Inspect of the semaphore's key: %+v, %v; want free (the record is not a lock)", info, err)
+	}
+	if err := mustSem(t, l1, key, 2, dlock.WithTTL(ttl)).TryAcquire(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Fatalf("TryAcquire with 2 permits on a key recorded with 4, none held: %v; want ErrInvalidOption", err)
+	}
+	if ok, err := dlock.ResetSemaphore(ctx, l1, key, 2); err != nil || ok {
+		t.Fatalf("ResetSemaphore(2) on a key recorded with 4: %v, %v; want false and no error", ok, err)
+	}
+	if ok, err := dlock.ResetSemaphore(ctx, l1, key, 4); err != nil || !ok {
+		t.Fatalf("ResetSemaphore(4): %v, %v; want true", ok, err)
+	}
+	if ok, err := dlock.ResetSemaphore(ctx, l1, key, 4); err != nil || ok {
+		t.Fatalf("ResetSemaphore(4) again: %v, %v; want false", ok, err)
+	}
+	// Now 2 is the first number used, and 4 is refused.
+	if err := small.Acquire(ctx); err != nil {
+		t.Fatalf("Acquire with 2 permits after the reset: %v", err)
+	}
+	if err := mustSem(t, l2, key, 4, dlock.WithTTL(ttl)).TryAcquire(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Fatalf("TryAcquire with 4 permits on a key recorded with 2: %v; want ErrInvalidOption", err)
+	}
+	_ = small.Release(ctx)
+
+	// Clients of two numbers racing to use a new key first: one number
+	// wins, every client of the other is refused.
+	l3 := s.locker(t)
+	lockers := []dlock.Locker{l1, l2, l3}
+	for round := 0; round < 4; round++ {
+		rkey := fmt.Sprintf("%s/race%d", key, round)
+		const each = 3
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			refused = map[int]int{}
+			in      = map[int]int{}
+			sems    []*dlock.Semaphore
+		)
+		start := make(chan struct{})
+		for i := 0; i < 2*each; i++ {
+			n := 2 + i%2
+			sm := mustSem(t, lockers[i%len(lockers)], rkey, n, dlock.WithTTL(ttl))
+			sems = append(sems, sm)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				err := sm.TryAcquire(ctx)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil, errors.Is(err, dlock.ErrNotAcquired):
+					in[n]++
+				case errors.Is(err, dlock.ErrInvalidOption):
+					refused[n]++
+				default:
+					t.Errorf("TryAcquire with %d permits: %v", n, err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for _, sm := range sems {
+			_ = sm.Release(ctx)
+		}
+		if len(in) != 1 || len(refused) != 1 || in[2]+in[3] != each || refused[2]+refused[3] != each {
+			t.Fatalf("round %d: accepted by number %v, refused by number %v; want every client of one number accepted and every one of the other refused", round, in, refused)
+		}
 	}
 }
 

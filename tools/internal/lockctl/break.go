@@ -27,10 +27,21 @@ run lockctl status KEY first to see who holds it.
   lockctl status nightly-report
   lockctl break --force nightly-report
 
+With --permits N, KEY is a semaphore (lockctl run --permits N KEY): break
+clears the key's record that it has N permits, so that clients of another
+number may use it (until then they are refused: a semaphore's number is
+recorded by its first client). It breaks no hold, needs no --force, and is
+refused (exit 75) while a permit is held: stop every client of the old
+number first.
+
+  lockctl break --permits 3 transcode
+
 Exit status:
-  0   the hold was removed (or KEY was already free: nothing removed)
+  0   the hold was removed (or KEY was already free: nothing removed);
+      with --permits, the record was cleared (or there was none of N)
   64  usage error (bad flag, key or URL, or --force missing)
   69  backend error (unreachable, failing, or it cannot break locks)
+  75  with --permits: a permit of KEY is held
 
 The backend is --backend, else $DLOCK_URL, else file:// (one host, no server).
 `
@@ -45,8 +56,13 @@ func breakMain(ctx context.Context, args []string, sys IO) int {
 	fs := newFlags("break", breakHelp, sys)
 	rawURL := fs.String("backend", "", "backend `URL` (default $DLOCK_URL, else file://)")
 	force := fs.Bool("force", false, "really break the lock (see above)")
+	permits := fs.Int("permits", 0, "clear the semaphore KEY's record of `N` permits instead (see above)")
 	if code, ok := parseFlags(fs, args, sys); !ok {
 		return code
+	}
+	reset := permitsSet(fs)
+	if reset && *permits < 1 {
+		return usageError(sys.Stderr, "break: --permits %d: want at least 1", *permits)
 	}
 	keys := fs.Args()
 	switch {
@@ -56,7 +72,7 @@ func breakMain(ctx context.Context, args []string, sys IO) int {
 		return usageError(sys.Stderr, "break: one KEY at a time (got %d; flags go before KEY)", len(keys))
 	}
 	key := keys[0]
-	if !*force {
+	if !*force && !reset {
 		fmt.Fprintf(sys.Stderr, breakRefusal, key, shellQuote(key), shellQuote(key))
 		return ExitUsage
 	}
@@ -68,6 +84,18 @@ func breakMain(ctx context.Context, args []string, sys IO) int {
 	defer l.Close()
 	bctx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
+	if reset {
+		cleared, err := dlock.ResetSemaphore(bctx, l, key, *permits)
+		if err != nil {
+			return fail(sys.Stderr, err)
+		}
+		if cleared {
+			fmt.Fprintf(sys.Stdout, "cleared %s's record of %d permits: its next client records its own number\n", oneLine(key), *permits)
+		} else {
+			fmt.Fprintf(sys.Stdout, "%s has no record of %d permits: nothing cleared\n", oneLine(key), *permits)
+		}
+		return 0
+	}
 	in, err := l.Break(bctx, key)
 	if err != nil {
 		return fail(sys.Stderr, err)

@@ -40,6 +40,7 @@ Usage:
   lockctl bench [flags] --backend URL ...        compare backends: throughput, latency, handoff
   lockctl status [flags] KEY...                  who holds each KEY: token, lease left, owner, waiters
   lockctl break --force [flags] KEY              remove whatever holds KEY (its holder is told at its next renewal)
+                                                 (--permits N: clear a semaphore's record of N permits)
   lockctl doctor [flags] [URL]                   report the backend's settings that weaken dlock's promises
   lockctl help [COMMAND]                         show help ("lockctl COMMAND --help" too)
 

@@ -129,3 +129,52 @@ func TestDoctorLevels(t *testing.T) {
 		}
 	}
 }
+
+// A semaphore's number of permits is recorded by its first client: a run
+// with another number is refused with a hint, and break --permits clears
+// the record (only the number it names) so that the new number may run.
+func TestBreakPermits(t *testing.T) {
+	url := "file://" + t.TempDir()
+	run := func(args ...string) (int, string, string) {
+		t.Helper()
+		sys, out, errb := testIO(nil)
+		code := Main(context.Background(), append([]string{args[0], "--backend", url}, args[1:]...), sys)
+		return code, out.String(), errb.String()
+	}
+	if code, _, errs := run("run", "--permits", "3", "transcode", "--", "true"); code != 0 {
+		t.Fatalf("run --permits 3: exit %d, %s", code, errs)
+	}
+	code, _, errs := run("run", "--permits", "2", "transcode", "--", "true")
+	if code != ExitUsage || !strings.Contains(errs, "3 permits") || !strings.Contains(errs, "lockctl break --permits OLD transcode") {
+		t.Fatalf("run --permits 2 on a key recorded with 3: exit %d, %q; want %d, the recorded number and the hint", code, errs, ExitUsage)
+	}
+	if code, out, errs := run("break", "--permits", "2", "transcode"); code != 0 || !strings.Contains(out, "no record of 2 permits") {
+		t.Fatalf("break --permits 2: exit %d, %q %q; want 0, nothing cleared", code, out, errs)
+	}
+	if code, out, errs := run("break", "--permits", "3", "transcode"); code != 0 || !strings.Contains(out, "cleared transcode's record of 3 permits") {
+		t.Fatalf("break --permits 3: exit %d, %q %q; want 0, cleared", code, out, errs)
+	}
+	if code, _, errs := run("run", "--permits", "2", "transcode", "--", "true"); code != 0 {
+		t.Fatalf("run --permits 2 after the reset: exit %d, %s", code, errs)
+	}
+	if code, _, errs := run("break", "--permits", "0", "transcode"); code != ExitUsage || !strings.Contains(errs, "want at least 1") {
+		t.Fatalf("break --permits 0: exit %d, %q; want %d", code, errs, ExitUsage)
+	}
+	// Refused while a permit is held.
+	l, err := dlock.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	s, err := dlock.NewSemaphore(l, "transcode", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Acquire(context.Background()); err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if code, _, errs := run("break", "--permits", "2", "transcode"); code != ExitNotAcquired || !strings.Contains(errs, "is held") {
+		t.Fatalf("break --permits 2 while a permit is held: exit %d, %q; want %d", code, errs, ExitNotAcquired)
+	}
+	_ = s.Release(context.Background())
+}

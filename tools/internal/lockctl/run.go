@@ -226,6 +226,10 @@ func acquire(ctx context.Context, m holder, cfg runConfig, sigs <-chan os.Signal
 	case errors.Is(err, dlock.ErrNotAcquired):
 		fmt.Fprintf(sys.Stderr, "lockctl: %q is held by another owner\n", cfg.key)
 		return ExitNotAcquired, false
+	case errors.Is(err, dlock.ErrInvalidOption) && cfg.permits > 0:
+		code := fail(sys.Stderr, err)
+		fmt.Fprintf(sys.Stderr, "lockctl: to change the number of permits, stop every client of the old number, then run \"lockctl break --permits OLD %s\"\n", shellQuote(cfg.key))
+		return code, false
 	default:
 		return fail(sys.Stderr, err), false
 	}
