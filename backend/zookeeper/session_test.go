@@ -168,7 +168,10 @@ func TestAbandonedCreateIsCleanedUp(t *testing.T) {
 			eventually(t, 20*time.Second, "the abandoned create is cleaned up", func() bool {
 				kp, _ := KeyPath(testPrefix, key)
 				children, _, err := adm.Children(kp)
-				return err == nil && len(children) == 0 && !d.clean.pending()
+				// The server removes the key's container some time after
+				// its last node went: no container is no node too.
+				gone := err == nil || errors.Is(err, zk.ErrNoNode)
+				return gone && len(children) == 0 && !d.clean.pending()
 			})
 			stayEmpty(t, adm, key, time.Second)
 			lockNow(t, m)
