@@ -27,7 +27,7 @@ func TestRecordScripts(t *testing.T) {
 		}
 		return s
 	}
-	clear := func(v string) bool {
+	clearRec := func(v string) bool {
 		t.Helper()
 		keys, args := RecordArgs(rec, v)
 		r, err := ClearRecord.Run(ctx, c, keys, args...).Result()
@@ -49,10 +49,10 @@ func TestRecordScripts(t *testing.T) {
 	if ttl := c.PTTL(ctx, rec).Val(); ttl != -1 {
 		t.Fatalf("record PTTL %v; want none", ttl)
 	}
-	if clear("b") {
+	if clearRec("b") {
 		t.Fatal("ClearRecord of another value deleted the record")
 	}
-	if !clear("a") {
+	if !clearRec("a") {
 		t.Fatal("ClearRecord of the value did not delete it")
 	}
 	if n := c.Exists(ctx, rec).Val(); n != 0 {
