@@ -69,12 +69,29 @@
 //	{P:K'}:release:I  Locker I's own channel of the key (I: 16 random hex
 //	                  digits per Locker), on which its queued waiter is
 //	                  woken and granted the lock
+//	{P:K'}:record     the key's record (see Records); never expires
 //
 // K' is K with '%', '{' and '}' percent-encoded, so that the mapping is
 // injective and a brace in a key cannot move the hash tag. LockKey gives the
 // lock's name, for operators. Each key ever locked leaves its counter behind
 // (a small string); this is what keeps tokens increasing, and its last
 // holder's description (at most 1 KiB plus the owner ID).
+//
+// # Records
+//
+// The driver is a driver.Recorder (a Semaphore records its number of
+// permits with it). A key's record is the string {P:K'}:record, in the
+// key's Cluster slot, without expiry. Record is one script (record.lua: GET,
+// and SET when absent), ClearRecord one compare-and-delete script
+// (clearrecord.lua): one round trip each, plus a WAIT with wait_replicas
+// (too few acknowledgements are an ErrReplicas error; the record stays
+// written). No lock script reads or writes it, so Lock, Unlock, Break and
+// expiry leave it alone and Inspect does not see it. Like a lock, a record
+// can be lost by Redis itself: a failover to a replica that had not
+// received it (asynchronous replication; wait_replicas narrows this), a
+// restart of a server without persistence, or eviction on a server
+// allowed to evict (allow_eviction). A lost record is written again by the
+// next Record, with that caller's value.
 //
 // # Inspect and Break
 //

@@ -19,12 +19,13 @@ type names struct {
 	meta      string // "owner\ndescription" of the last hold; never expires
 	queue     string // list of waiting owners, first in line first
 	deadlines string // hash owner -> server ms after which its queue entry is dropped
+	record    string // the key's record (driver.Recorder); never expires, no lock script touches it
 }
 
 func keyNames(prefix, key string) names {
 	tag := "{" + prefix + ":" + escapeKey(key) + "}"
 	return names{lock: tag + ":lock", fence: tag + ":fence", channel: tag + ":release", meta: tag + ":meta",
-		queue: tag + ":queue", deadlines: tag + ":deadlines"}
+		queue: tag + ":queue", deadlines: tag + ":deadlines", record: tag + ":record"}
 }
 
 // queueKeys are n for the queue-aware scripts.
@@ -38,7 +39,9 @@ func (n names) queueKeys() redislua.QueueKeys {
 // the release channel the same name ending in ":release", the holder's
 // description (shown while its owner holds the lock) the same name ending
 // in ":meta", the waiters' queue the same name ending in ":queue" and
-// their entries' deadlines the same name ending in ":deadlines".
+// their entries' deadlines the same name ending in ":deadlines", and the
+// key's record (a Semaphore's number of permits) the same name ending in
+// ":record".
 func LockKey(prefix, key string) string { return keyNames(prefix, key).lock }
 
 // escapeKey maps a user key to a string without '{' or '}', injectively:

@@ -21,8 +21,8 @@ func hashTag(name string) string {
 }
 
 // Every string over an alphabet of the escape's own characters maps to a
-// distinct name without braces, and the three names of a key share the
-// hash tag "prefix:escaped-key".
+// distinct name without braces, and the names of a key (its record's too)
+// share the hash tag "prefix:escaped-key".
 func TestKeyNamesInjective(t *testing.T) {
 	alphabet := []string{"%", "{", "}", "7", "B", "D", "2", "5", "a", ":"}
 	var keys []string
@@ -51,7 +51,7 @@ func TestKeyNamesInjective(t *testing.T) {
 		seen[e] = k
 		n := keyNames("p", k)
 		tag := hashTag(n.lock)
-		if tag != "p:"+e || hashTag(n.fence) != tag || hashTag(n.channel) != tag || hashTag(n.meta) != tag {
+		if tag != "p:"+e || hashTag(n.fence) != tag || hashTag(n.channel) != tag || hashTag(n.meta) != tag || hashTag(n.record) != tag {
 			t.Fatalf("key %q: hash tags %q %q %q %q; want all p:%s", k, tag, hashTag(n.fence), hashTag(n.channel), hashTag(n.meta), e)
 		}
 	}

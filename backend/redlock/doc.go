@@ -29,6 +29,7 @@
 //	P + "r:" + K   the channel releases are published on
 //	P + "m:" + K   "owner\ndescription" of the last hold (dlock.WithOwner),
 //	               written by the acquire script; never expires
+//	P + "c:" + K   the key's record (see Records); never expires
 //
 // Redis names are binary safe and a Redlock instance is a plain master,
 // never a Cluster, so K is used as is ("a/b", "{", "\x00nul", 4 KiB keys):
@@ -160,6 +161,28 @@
 // published. The broken holder's next renewal (every TTL/3) finds no
 // majority and reports ErrLockLost. Both need a majority of answers, else
 // they fail with ErrUnavailable.
+//
+// # Records
+//
+// The driver is a driver.Recorder (a Semaphore records its number of
+// permits with it), with one record per instance, P + "c:" + K, never
+// expiring and never touched by the lock scripts (Lock, Unlock, Break and
+// expiry leave it alone; Inspect does not see it). Record runs
+// internal/redislua's create-if-absent script on every instance in
+// parallel (one round trip, bounded by the per-instance timeout) and
+// returns the value a majority of all N instances hold (N/2 + 1 of them,
+// counting those that did not answer as against); when no value has such a
+// majority, because too few instances answered or because concurrent
+// Records with different values split the instances, it fails with
+// ErrUnavailable. Instances that answered keep what they hold; a later
+// Record returns the majority's value once there is one. ClearRecord runs
+// the compare-and-delete script on every instance and reports whether any
+// deleted the value; fewer than a majority of answers is ErrUnavailable.
+// Redlock's majority rule is what keeps a record: it survives the loss of
+// any minority of instances, and is lost (a later Record may write its
+// own value) once the instances still holding it are no longer a majority:
+// an instance restarted without persistence counts as one that never had
+// it, as do instances that were down when it was written.
 //
 // # What it promises
 //

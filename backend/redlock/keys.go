@@ -6,14 +6,15 @@ type names struct {
 	counter string // the fencing counter, a decimal integer, kept forever
 	channel string // release notifications
 	meta    string // "owner\ndescription" of the last hold; kept forever
+	record  string // the key's record (driver.Recorder); kept until cleared
 }
 
 // names maps a user's key into this Driver's namespace. Redis keys and
 // channel names are binary safe, so the key is used as is after a fixed
 // prefix and a fixed-length tag: within one Prefix the mapping is
-// injective, and locks, counters and channels never collide ("a/b", "{",
-// "\x00nul" and 4 KiB keys included).
+// injective, and locks, counters, channels and records never collide
+// ("a/b", "{", "\x00nul" and 4 KiB keys included).
 func (d *Driver) names(key string) names {
 	p := d.cfg.Prefix
-	return names{lock: p + "l:" + key, counter: p + "t:" + key, channel: p + "r:" + key, meta: p + "m:" + key}
+	return names{lock: p + "l:" + key, counter: p + "t:" + key, channel: p + "r:" + key, meta: p + "m:" + key, record: p + "c:" + key}
 }

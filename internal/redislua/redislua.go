@@ -1,7 +1,9 @@
 // Package redislua holds the Lua scripts dlock runs on a Redis instance:
 // acquire with a fencing token, compare-and-delete release, and
-// compare-and-expire renew, inspect (optionally break), and queue: an
-// acquire that grants the lock in the order waiters queued for it. The scripts are embedded from the .lua files
+// compare-and-expire renew, inspect (optionally break), queue: an
+// acquire that grants the lock in the order waiters queued for it, and
+// record/clearrecord: a write-once value per key (driver.Recorder) and its
+// compare-and-delete. The scripts are embedded from the .lua files
 // next to this one and run through go-redis Script, which sends EVALSHA and
 // falls back to EVAL when the server answers NOSCRIPT.
 //
@@ -33,6 +35,10 @@ var (
 	inspectSrc string
 	//go:embed queue.lua
 	queueSrc string
+	//go:embed record.lua
+	recordSrc string
+	//go:embed clearrecord.lua
+	clearRecordSrc string
 )
 
 // The scripts. See the .lua files for their KEYS, ARGV and replies.
@@ -53,6 +59,12 @@ var (
 	// ttl-ms, meta, QueueJoin or QueueTry, publish command, inbox. Replies
 	// {1, token} or {0, wait-ms}; error NOTALOCK.
 	Queue = goredis.NewScript(queueSrc)
+	// Record: KEYS record; ARGV value. Writes value when the record is
+	// absent and replies the record (a bulk string); error WRONGTYPE.
+	Record = goredis.NewScript(recordSrc)
+	// ClearRecord: KEYS record; ARGV value. Deletes the record if it is
+	// value. Replies 1 or 0; error WRONGTYPE.
+	ClearRecord = goredis.NewScript(clearRecordSrc)
 )
 
 // Queue's ARGV[4]: join the queue when the lock is not granted, or not.
@@ -285,4 +297,18 @@ func IsNotALock(err error) bool {
 	}
 	msg := rerr.Error()
 	return strings.HasPrefix(msg, NotALockPrefix+" ") || strings.HasPrefix(msg, "WRONGTYPE ")
+}
+
+// RecordArgs returns Record's and ClearRecord's keys and arguments.
+func RecordArgs(recordKey, value string) ([]string, []any) {
+	return []string{recordKey}, []any{value}
+}
+
+// ParseRecord decodes the reply of Record: the record's value.
+func ParseRecord(v any) (string, error) {
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("redislua: unexpected record reply %#v", v)
+	}
+	return s, nil
 }
