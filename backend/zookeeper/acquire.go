@@ -67,10 +67,10 @@ func (d *zkDriver) acquire(ctx context.Context, req driver.Request, wait bool) (
 			// sweeping for nodes with the old one.
 			a.guid = newGUID()
 		}
-		path, err := d.create(ctx, a)
+		path, created, err := d.create(ctx, a)
 		var h driver.Hold
 		if err == nil {
-			h, err = d.queue(ctx, a, path, wait)
+			h, err = d.queue(ctx, a, path, created, wait)
 		}
 		switch {
 		case err == nil:
@@ -141,7 +141,9 @@ type existsResult struct {
 
 // queue waits, if wait is set, until our node at path is the lowest, and
 // grants the hold. On any failure our node is deleted before returning.
-func (d *zkDriver) queue(ctx context.Context, a *attempt, path string, wait bool) (_ driver.Hold, err error) {
+// created is when the create that made our node was sent (zero if the node
+// was found instead): the first listing needs no sync then (see create).
+func (d *zkDriver) queue(ctx context.Context, a *attempt, path string, created time.Time, wait bool) (_ driver.Hold, err error) {
 	name := path[strings.LastIndexByte(path, '/')+1:]
 	queued := false // the server showed a node before ours
 	defer func() {
@@ -164,8 +166,15 @@ func (d *zkDriver) queue(ctx context.Context, a *attempt, path string, wait bool
 		// our session may live on after the leader expired it and gave the
 		// lock to someone else. The sync makes the server apply everything
 		// the leader committed before it, and the requests after it on
-		// this connection are answered after it (see syncRead).
-		if _, err := call(ctx, func() (string, error) { return d.conn.Sync(a.keyPath) }); err != nil {
+		// this connection are answered after it (see syncRead). Right
+		// after our create, the create did that already: the leader
+		// applied it with our session live, the server answered once it
+		// had applied it, and every node before ours was created, and
+		// every deletion the listing may show ordered, before it. A
+		// deletion the listing misses only makes us wait for a watch.
+		if !created.IsZero() {
+			sent, created = created, time.Time{}
+		} else if _, err := call(ctx, func() (string, error) { return d.conn.Sync(a.keyPath) }); err != nil {
 			if errors.Is(err, zk.ErrNoNode) {
 				return driver.Hold{}, errVanished
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -18,27 +19,35 @@ type createResult struct {
 // create makes our node, creating the key's znode and the prefix when they
 // are missing. A create whose reply was lost may have been applied: the
 // node is then looked for by its GUID before creating another.
-func (d *zkDriver) create(ctx context.Context, a *attempt) (string, error) {
+//
+// sent is when the create that made the node was sent, zero when the node
+// was found by its GUID instead. The leader checked the session when it
+// applied that create, and the server answered only once it had applied it
+// too: the session was live on the leader after sent, and a read sent on
+// this connection after the answer sees every change ordered before the
+// create (see queue).
+func (d *zkDriver) create(ctx context.Context, a *attempt) (path string, sent time.Time, err error) {
 	for tries := 0; ; tries++ {
+		sent := time.Now()
 		path, err := d.createOnce(ctx, a)
 		switch {
 		case err == nil:
-			return path, nil
+			return path, sent, nil
 		case errors.Is(err, zk.ErrNoNode) && tries < 4:
 			if err := d.ensureKey(ctx, a.keyPath); err != nil {
-				return "", err
+				return "", time.Time{}, err
 			}
 		case ambiguous(err) && tries < 4:
 			path, err := d.findGUID(ctx, a)
 			if err != nil {
 				d.clean.guid(a.keyPath, a.guid)
-				return "", err
+				return "", time.Time{}, err
 			}
 			if path != "" {
-				return path, nil
+				return path, time.Time{}, nil
 			}
 		default:
-			return "", d.fail("create", err)
+			return "", time.Time{}, d.fail("create", err)
 		}
 	}
 }

@@ -34,8 +34,9 @@
 //
 // To lock, the driver creates a protected ephemeral sequential node under
 // it, "_c_<guid>-lock-<sequence>", the GUID being the hold's owner ID (a
-// fresh one whenever a node must be made again), lists the children after
-// a sync (so that the listing is the leader's, see below), and holds the
+// fresh one whenever a node must be made again), lists the children (right
+// after its create; after a sync when it lists again, so that the listing
+// is the leader's, see below), and holds the
 // lock if its node is the first; otherwise it watches only the node just
 // before its own and lists again when that one goes. Nodes are ordered by
 // creation: the sequence suffix is a signed 32-bit counter that wraps to
@@ -106,13 +107,19 @@
 //     one cut off from the leader goes on doing so for up to syncLimit x
 //     tickTime while the leader expires the session, deletes its nodes and
 //     grants the lock to another client. The session heartbeat, Renew and
-//     the grant's listing therefore each send a sync first: a follower
+//     a grant's listing therefore each send a sync first, except the
+//     listing that directly follows the create of the node (the create went
+//     through the leader with the session live, and the server answered it
+//     only once it had applied it, so the listing after it is ordered after
+//     every node before ours; Hold.Since is then when the create was
+//     sent): a follower
 //     answers it only after applying everything the leader committed
 //     before it (an expired session's closing included), and a cut-off one
 //     does not answer it at all (TestFollowerCutOffLosesBeforeNextGrant,
 //     and fault scenario 11).
-//   - Hold.Since, from which the lease runs, is when the listing that showed
-//     the node to be the lowest was sent, not when Lock began waiting.
+//   - Hold.Since, from which the lease runs, is when the sync before the
+//     listing that showed the node to be the lowest was sent (or the
+//     create, for the first listing), not when Lock began waiting.
 //   - Done is closed (Hold.Lost) when the node is deleted (an operator, or
 //     the lease running out), when the connection comes back with a new
 //     session (the old one expired: its nodes are gone), and already when
@@ -183,12 +190,18 @@
 //	  handoff p50 / p99               2.2 / 28 ms    1.7 / 19 ms
 //
 // zk.Lock makes three round trips for an uncontended Lock+Unlock (create,
-// list, delete), two of them writes the server syncs to disk; dlock makes
-// four, the sync before the listing being the fourth (a follower must not
-// grant from its own copy, see above): it costs a round trip to the
-// leader but no disk write. dlock's Exists on its own node, for the token
-// and the deletion watch, goes out alongside the listing. A contended
-// handoff pays the sync too, hence the lower rate. "In turn" is
+// list, delete), two of them writes the server syncs to disk; so does
+// dlock: the listing right after the create needs no sync (see above), and
+// dlock's Exists on its own node, for the token (the czxid: go-zookeeper
+// has no create that returns the node's Stat) and the deletion watch,
+// goes out alongside the listing. The figures above were measured with a
+// sync before that listing too, a fourth round trip; without it, the
+// paired ratio went from 1.36-1.49 to 1.16-1.21 in four runs of each,
+// interleaved (go test -bench 'BenchmarkVsZkLock/Uncontended/paired'
+// -benchtime 2s -count 2, on the old and the new code in turn). What is
+// left is the fourth request and the client's own work, on the two cores
+// the server shares. A contended handoff pays a sync (the listing after a
+// wait), hence the lower rate. "In turn" is
 // BenchmarkVsZkLock/Uncontended/paired, which alternates the two within
 // each iteration so that the machine's load weighs on both alike; the
 // separate Uncontended runs scatter from 1.6 to 3.9 ms for both. The
