@@ -80,6 +80,20 @@
 // hold its next renewal (every TTL/3), finds the key gone and closes Done
 // with ErrLockLost, and the next lock writes a higher ModifyIndex.
 //
+// # Records
+//
+// Key K's record (driver.Recorder, with which a dlock.Semaphore records its
+// number of permits) is the KV key prefix + "/~records/" + the encoded K,
+// with no session: it never expires. The encoding writes "~" only before
+// two hex digits, so no lock key is "~records" or under it, and locks,
+// Inspect and Break never touch a record. Record is a check-and-set at
+// ModifyIndex 0 (create if absent, through Raft): one round trip when it
+// writes, and a second, a consistent read, when a record already exists.
+// ClearRecord is a consistent read and a delete-cas at the ModifyIndex it
+// read: two round trips. A record is lost only with the cluster's data: a
+// dev agent (which keeps everything in memory) restarted, or a cluster
+// rebuilt from nothing or restored from an older snapshot.
+//
 // # Time
 //
 // Consul accepts session TTLs from 10s to 24h; other TTLs are refused when

@@ -105,6 +105,20 @@
 // with auto-compaction (--auto-compaction-retention) as any long-lived
 // cluster should.
 //
+// # Records
+//
+// Key K's record (driver.Recorder, with which a dlock.Semaphore records its
+// number of permits) is the key prefix + "%records/" + escape(K), a plain
+// key without a lease: it never expires. escape writes "%" only before two
+// hex digits, so no queue is under "%records/" and no record is in a
+// queue; acquire, release, renewal, expiry, Break and Inspect never read or
+// write it. Record is one transaction, [if create revision = 0: put, else:
+// get], one round trip whether it writes or reads; ClearRecord is one
+// transaction, [if value = V: delete]. A record is replicated as a lock
+// entry is, so it outlives a leader change (TestRecordLeaderChange on
+// etcd3); it is lost only with the cluster's data: a cluster rebuilt from
+// nothing, or restored from a snapshot older than the record.
+//
 // # Leases
 //
 // By default the holds (and waiters) of a Locker share one lease per TTL,
