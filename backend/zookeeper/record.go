@@ -61,16 +61,17 @@ func (d *zkDriver) Record(ctx context.Context, key, value string) (string, error
 				return "", err
 			}
 			continue
-		case errors.Is(err, zk.ErrNodeExists), ambiguous(err) && tries < 4:
-			// Exists, or a create whose reply was lost may have made
-			// it: read what is there.
+		case errors.Is(err, zk.ErrNodeExists):
+			// Read what is there.
 		default:
+			// A create whose reply was lost may have been applied, and
+			// the record made: the next call finds it.
 			return "", d.fail("create record", err)
 		}
 		data, st, err := d.readRecord(ctx, path)
 		switch {
-		case errors.Is(err, zk.ErrNoNode), ambiguous(err) && tries < 4:
-			continue // deleted from outside meanwhile, or ask again
+		case errors.Is(err, zk.ErrNoNode):
+			continue // deleted from outside meanwhile
 		case err != nil:
 			return "", d.fail("read record", err)
 		case len(data) > 0:
@@ -81,7 +82,7 @@ func (d *zkDriver) Record(ctx context.Context, key, value string) (string, error
 		switch {
 		case err == nil:
 			return value, nil
-		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode), ambiguous(err) && tries < 4:
+		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
 			continue
 		default:
 			return "", d.fail("fill record", err)

@@ -374,3 +374,25 @@ func TestRecordContextAndClose(t *testing.T) {
 		}
 	})
 }
+
+// A server that stops answering is ErrUnavailable for both calls, before
+// the caller's context ends.
+func TestRecordUnavailable(t *testing.T) {
+	e := newRecordEnv(t, "DLOCK_ZK_URL")
+	p := newProxy(t, hosts(t, e.raw)[0])
+	u, _ := url.Parse(e.raw)
+	u.Host = p.addr()
+	d := e.driverAt(t, u.String())
+	ctx := testenv.Context(t, 2*time.Minute)
+	if _, err := d.Record(ctx, "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	p.block()
+	defer p.unblock()
+	if _, err := d.Record(ctx, "k", "v"); !errors.Is(err, driver.ErrUnavailable) {
+		t.Errorf("Record with the server cut off: %v; want ErrUnavailable", err)
+	}
+	if _, err := d.ClearRecord(ctx, "k", "v"); !errors.Is(err, driver.ErrUnavailable) {
+		t.Errorf("ClearRecord with the server cut off: %v; want ErrUnavailable", err)
+	}
+}
