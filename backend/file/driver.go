@@ -27,6 +27,7 @@ type fileDriver struct {
 var (
 	_ driver.Locker    = (*fileDriver)(nil)
 	_ driver.Inspector = (*fileDriver)(nil)
+	_ driver.Recorder  = (*fileDriver)(nil)
 )
 
 func newDriver(dir string) *fileDriver {

@@ -43,6 +43,20 @@
 // instance per Locker), plus the portable layer's timer at the holder's
 // remaining lease, since an expiry writes nothing.
 //
+// # Records
+//
+// A key's record (driver.Recorder, which dlock.Semaphore uses for its
+// number of permits) is a file of its own in the lock directory, named
+// "r" + the key's state file name with ".record" for ".lock": no key's
+// state file can take that name, and locking, Break and Inspect never open
+// it. Record reads the file (one open and read when it exists); otherwise
+// it writes the record to a temporary file, fsyncs it and link(2)s it to
+// the record's name, which fails if another process linked first, and then
+// reads the winner's. ClearRecord reads and removes the file under its
+// flock, only if it holds the value given. A record lasts until it is
+// cleared or its file is removed; a crash of the host before the directory
+// entry reaches the disk can lose it (on tmpfs, so does a reboot).
+//
 // # What it promises, honestly
 //
 //   - One host only. flock(2) and inotify do not work across machines: a

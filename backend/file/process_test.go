@@ -36,6 +36,22 @@ func child(role string) int {
 	dir, key := os.Getenv("LOCK_DIR"), os.Getenv("LOCK_KEY")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	if role == "recorder" {
+		// Wait for the go file, so that every process calls at once.
+		for {
+			if _, err := os.Stat(os.Getenv("GO_FILE")); err == nil {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		v, err := file.RecordIn(ctx, dir, key, os.Getenv("VALUE"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println(v)
+		return 0
+	}
 	l, err := file.New(dir, dlock.WithTTL(500*time.Millisecond))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -236,4 +252,44 @@ func TestCrashedHolderExpires(t *testing.T) {
 		t.Fatalf("token %d after the crash; want more than %d", m.Token(), crashedToken)
 	}
 	_ = m.Unlock(ctx)
+}
+
+// Processes racing to record different values of one key all get the
+// same one.
+func TestRecordProcesses(t *testing.T) {
+	const procs = 4
+	dir := t.TempDir()
+	goFile := filepath.Join(t.TempDir(), "go")
+	for round := 0; round < 3; round++ {
+		key := "sem/" + strconv.Itoa(round)
+		var cmds []*exec.Cmd
+		var outs []*strings.Builder
+		for i := 0; i < procs; i++ {
+			cmd := childCmd(t, "recorder", dir, key, "GO_FILE="+goFile+strconv.Itoa(round), "VALUE=permits="+strconv.Itoa(i+1))
+			out := &strings.Builder{}
+			cmd.Stdout = out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			cmds, outs = append(cmds, cmd), append(outs, out)
+		}
+		time.Sleep(200 * time.Millisecond) // let the children start and wait
+		if err := os.WriteFile(goFile+strconv.Itoa(round), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range cmds {
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("recorder: %v", err)
+			}
+		}
+		first := strings.TrimSpace(outs[0].String())
+		if !strings.HasPrefix(first, "permits=") {
+			t.Fatalf("recorder said %q", first)
+		}
+		for _, out := range outs {
+			if got := strings.TrimSpace(out.String()); got != first {
+				t.Fatalf("round %d: processes got %q and %q; want one value", round, first, got)
+			}
+		}
+	}
 }

@@ -34,6 +34,28 @@
 // primary key is their SHA-256, since a B-tree entry holds at most about
 // 2.7 kB.
 //
+// # Records
+//
+// A key's record (driver.Recorder, which dlock.Semaphore uses for its
+// number of permits) is a row of a table of its own, named after the lease
+// table with _records appended (dlock_locks_records for
+// dlock_locks), in the same schema. The first Record creates it as
+// the lease table is created; to create it ahead of time:
+//
+//	CREATE TABLE dlock_locks_records (
+//	    key_hash bytea PRIMARY KEY,   -- SHA-256 of the key
+//	    key      bytea NOT NULL,
+//	    value    bytea NOT NULL
+//	);
+//
+// Record is one statement, an INSERT ... ON CONFLICT DO NOTHING that
+// returns the row it made or the row it found (a second SELECT when the
+// conflicting row was committed after the statement began); ClearRecord is
+// one DELETE of the row with the given value. No lock statement touches
+// this table. A record is as durable as any committed row: it is lost only
+// with the database (or a failover to a standby that had not received the
+// commit, under asynchronous replication).
+//
 // # How a lock works
 //
 // Every statement is a single statement in its own transaction, and every

@@ -36,6 +36,7 @@ func newEnv(t testing.TB) *env {
 		n := newNames("public", e.table)
 		_, _ = admin.Exec(ctx, `DROP TABLE IF EXISTS `+n.tableQ)
 		_, _ = admin.Exec(ctx, `DROP SEQUENCE IF EXISTS `+n.seqQ)
+		_, _ = admin.Exec(ctx, `DROP TABLE IF EXISTS `+n.recordsQ)
 		admin.Close()
 	})
 	return e

@@ -102,6 +102,7 @@ func checkIdent(what, name string, maxLen int) error {
 type names struct {
 	schema, table string // unquoted
 	tableQ, seqQ  string // quoted, schema-qualified
+	recordsQ      string // the record table (driver.Recorder), quoted
 	channel       string // NOTIFY channel (unquoted)
 }
 
@@ -111,6 +112,8 @@ func newNames(schema, table string) names {
 		table:  table,
 		tableQ: pgx.Identifier{schema, table}.Sanitize(),
 		seqQ:   pgx.Identifier{schema, table + seqSuffix}.Sanitize(),
+		// recordsQ: the record table, created by the first Record.
+		recordsQ: pgx.Identifier{schema, table + recordSuffix}.Sanitize(),
 	}
 	// One channel per table; a channel name is an identifier (63 bytes).
 	ch := "dlock:" + schema + "." + table

@@ -77,6 +77,25 @@
 // changes and when the key's znode is removed and created again, unlike
 // the sequence suffix, which restarts then.
 //
+// # Records
+//
+// A key's record (driver.Recorder, which dlock.Semaphore uses for its
+// number of permits) is the data of a persistent znode
+// <prefix>/.records/<escaped key>, created with the Locker's ACL. Keys are
+// escaped as for locks, and '.' always is, so no key's znode is .records
+// and no lock node is made under it; sessions, Break, Inspect and the
+// server's removal of empty containers leave it alone. Record is one
+// create when the key has no record znode yet (two more the first time,
+// for .records and the prefix); when it exists, a sync and a read, plus a
+// compare-and-set on its version when it was cleared. ClearRecord is a
+// sync, a read and a compare-and-set of the data to empty on the version
+// read: the znode is kept, so that its version only grows and a record
+// made again after a clear can never be taken for the one read. A cleared
+// record therefore leaves an empty znode, a few bytes per key ever
+// recorded. A record is as durable as the ensemble's data: written to a
+// quorum's transaction logs before the reply, it is lost only when they
+// are.
+//
 // # Leases, sessions and the loss signal
 //
 // A ZooKeeper lock lasts as long as its node, and the node as long as the

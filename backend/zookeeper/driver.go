@@ -36,6 +36,7 @@ var (
 	_ driver.Acquirer     = (*zkDriver)(nil)
 	_ driver.Limiter      = (*zkDriver)(nil)
 	_ driver.LossNotifier = (*zkDriver)(nil)
+	_ driver.Recorder     = (*zkDriver)(nil)
 )
 
 func newDriver(conn *zk.Conn, own bool, prefix string, acl []zk.ACL, sess *sessionBox) *zkDriver {

@@ -87,6 +87,10 @@ func (c *zkConn) CreateContainer(path string, data []byte, flags int32, acl []zk
 	return tracked(c, func() (string, error) { return c.Conn.CreateContainer(path, data, flags, acl) })
 }
 
+func (c *zkConn) Set(path string, data []byte, version int32) (*zk.Stat, error) {
+	return tracked(c, func() (*zk.Stat, error) { return c.Conn.Set(path, data, version) })
+}
+
 func (c *zkConn) Delete(path string, version int32) error {
 	_, err := tracked(c, func() (struct{}, error) { return struct{}{}, c.Conn.Delete(path, version) })
 	return err
