@@ -248,3 +248,48 @@ func TestResetSemaphoreErrors(t *testing.T) {
 	}
 	_ = two.Release(ctx)
 }
+
+// A Semaphore over a wrapped Locker (see election_test.go), with no Unwrap
+// method, still records its number of permits:
+// a client of another number is refused even when the first one's only
+// permit is above its N, and ResetSemaphore reaches the record too.
+func TestSemaphoreRecordThroughAWrappedLocker(t *testing.T) {
+	ctx := context.Background()
+	st := memory.NewStore()
+	open := func() dlock.Locker {
+		l, err := memory.New(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		return wrapped{l}
+	}
+	l1, l2 := open(), open()
+	var four []*dlock.Semaphore
+	for i := 0; i < 4; i++ {
+		s, _ := dlock.NewSemaphore(l2, "w", 4)
+		if err := s.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		four = append(four, s)
+	}
+	for _, s := range four {
+		if s.Slot() != 3 {
+			_ = s.Release(ctx)
+		}
+	}
+	two, _ := dlock.NewSemaphore(l1, "w", 2)
+	if err := two.TryAcquire(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Fatalf("2 permits while a client of 4 holds slot 3, through a wrapped Locker: %v; want ErrInvalidOption", err)
+	}
+	for _, s := range four {
+		_ = s.Release(ctx)
+	}
+	if ok, err := dlock.ResetSemaphore(ctx, l1, "w", 4); err != nil || !ok {
+		t.Fatalf("ResetSemaphore through a wrapped Locker: %v, %v; want true", ok, err)
+	}
+	if err := two.TryAcquire(ctx); err != nil {
+		t.Fatalf("2 permits after the reset: %v", err)
+	}
+	_ = two.Release(ctx)
+}

@@ -16,16 +16,18 @@ import (
 
 func recordValue(n int) string { return "permits=" + strconv.Itoa(n) }
 
-// recorder returns l as dlock's own Locker and its backend's Recorder; a
-// nil Recorder when l is not dlock's own Locker or its driver keeps no
-// records (a third-party driver).
-func recorder(l Locker) (*locker, driver.Recorder) {
-	pl, ok := l.(*locker)
+// recorderOf returns the portable Locker behind m and its backend's
+// Recorder, found through a Mutex so that a Locker the program wraps (one
+// that closes a client of its own with it, say) still leads to it; a nil
+// Recorder when m is not dlock's own Mutex or the driver keeps no records
+// (a third-party driver).
+func recorderOf(m Mutex) (*locker, driver.Recorder) {
+	mm, ok := m.(*mutex)
 	if !ok {
 		return nil, nil
 	}
-	r, _ := pl.drv.(driver.Recorder)
-	return pl, r
+	r, _ := mm.l.drv.(driver.Recorder)
+	return mm.l, r
 }
 
 // checkRecord makes sure the key's record says this Semaphore's N, writing
@@ -33,7 +35,7 @@ func recorder(l Locker) (*locker, driver.Recorder) {
 // client of the old number started after a ResetSemaphore is refused once
 // the new number is recorded, not trusted from an earlier read.
 func (s *Semaphore) checkRecord(ctx context.Context) error {
-	pl, rec := recorder(s.l)
+	pl, rec := recorderOf(s.slots[0])
 	if rec == nil {
 		return nil // the check of the other permits' descriptions remains
 	}
@@ -79,7 +81,11 @@ func ResetSemaphore(ctx context.Context, l Locker, key string, permits int) (boo
 	if err := ctx.Err(); err != nil {
 		return false, wrap(err)
 	}
-	pl, rec := recorder(l)
+	m, err := l.NewMutex(key)
+	if err != nil {
+		return false, wrap(err)
+	}
+	pl, rec := recorderOf(m)
 	if rec == nil {
 		return false, wrap(fmt.Errorf("the backend keeps no records: %w", errors.ErrUnsupported))
 	}
