@@ -184,7 +184,16 @@ func (d *zkDriver) queue(ctx context.Context, a *attempt, path string, created t
 			// Exists with a watch on our own node goes out alongside the
 			// first listing: it gives the fencing token (czxid), the
 			// session that owns the node, and a watch that reports the
-			// node's deletion.
+			// node's deletion (through nodeWatches, which must expect
+			// the path before the watch is set).
+			if d.nodes != nil {
+				d.nodes.expect(path)
+				defer func() {
+					if err != nil {
+						d.nodes.forget(path)
+					}
+				}()
+			}
 			ownC = make(chan existsResult, 1)
 			go func() {
 				ok, st, ch, err := d.conn.ExistsW(path)

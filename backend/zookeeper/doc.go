@@ -155,6 +155,13 @@
 //     SUSPENDED and LOST: a holder cut off from the servers cannot know
 //     whether it still holds the lock, and must stop acting before the
 //     server can have given the lock to someone else.
+//   - The deletion of a hold's node is seen through the watch the grant's
+//     Exists set. go-zookeeper delivers each watch on a channel of its own;
+//     a Locker opened from a URL reads the events from the connection's
+//     event callback instead, so a hold costs no goroutine (one timer for
+//     its lease, which runs only when it fires). Over a caller's Conn (New)
+//     there is no callback to use, and each hold waits on its channel in a
+//     goroutine (TestHoldGoroutines).
 //   - A node is never created again behind the caller's back. go-zookeeper
 //     reconnects with a new session after an expiry; a hold of the old
 //     session stays lost, and Unlock reports dlock.ErrLockLost.

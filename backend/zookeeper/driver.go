@@ -25,6 +25,7 @@ type zkDriver struct {
 
 	mon   *monitor
 	clean *cleaner
+	nodes *nodeWatches // nil over a caller's Conn (no event callback)
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -43,6 +44,9 @@ func newDriver(conn *zk.Conn, own bool, prefix string, acl []zk.ACL, sess *sessi
 	d := &zkDriver{conn: &zkConn{Conn: conn}, own: own, prefix: prefix, acl: acl, sess: sess, closed: make(chan struct{})}
 	d.mon = newMonitor(d)
 	d.clean = newCleaner(d)
+	if own {
+		d.nodes = newNodeWatches() // dialDriver routes the events here
+	}
 	d.wg.Add(2)
 	go d.mon.run()
 	go d.clean.run()
@@ -167,6 +171,11 @@ func (d *zkDriver) Close() error {
 			d.clean.flush(time.Now().Add(closeCleanTimeout))
 		}
 		close(d.closed)
+		if d.nodes != nil {
+			for _, h := range d.nodes.all() {
+				h.lose(driver.ErrClosed, false)
+			}
+		}
 		// Every request still in flight (one whose caller stopped
 		// waiting, or a background goroutine's) is answered before the
 		// connection closes, or has the session timeout to be (see

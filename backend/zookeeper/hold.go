@@ -53,9 +53,21 @@ func newHold(d *zkDriver, path string, st *zk.Stat, ttl time.Duration, watch <-c
 	h.timer = time.AfterFunc(time.Until(h.deadline), h.expire)
 	h.mu.Unlock()
 	d.mon.add(h, since)
+	if d.nodes != nil {
+		if ev, ok := d.nodes.attach(path, h); ok {
+			go h.nodeEvent(ev)
+		}
+		return h
+	}
 	d.wg.Add(1)
 	go h.watch(watch)
 	return h
+}
+
+func (h *zkHold) isEnded() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ended
 }
 
 // OnLost calls f when the hold ends other than by Release.
@@ -85,6 +97,9 @@ func (h *zkHold) end(cause error) bool {
 		h.markLost()
 	}
 	h.d.mon.remove(h)
+	if h.d.nodes != nil {
+		h.d.nodes.detach(h.path, h)
+	}
 	return true
 }
 
@@ -111,42 +126,6 @@ func (h *zkHold) expire() {
 	}
 	h.mu.Unlock()
 	h.lose(fmt.Errorf("lease of %v ran out without a renewal", h.ttl), true)
-}
-
-// watch follows our node's watch: its deletion, or the session's end,
-// loses the hold.
-func (h *zkHold) watch(ch <-chan zk.Event) {
-	defer h.d.wg.Done()
-	for {
-		select {
-		case <-h.done:
-			return
-		case <-h.d.closed:
-			h.lose(driver.ErrClosed, false)
-			return
-		case ev := <-ch:
-			switch ev.Type {
-			case zk.EventNodeDeleted:
-				h.lose(errors.New("node deleted"), false)
-				return
-			case zk.EventNotWatching:
-				h.lose(fmt.Errorf("session ended: %w", ev.Err), false)
-				return
-			}
-			// Some other change (an operator set data on the node): watch
-			// again.
-			ok, st, next, err := h.d.conn.ExistsW(h.path)
-			switch {
-			case err != nil:
-				h.lose(fmt.Errorf("cannot watch the node again: %w", err), true)
-				return
-			case !ok || st.EphemeralOwner != h.sid:
-				h.lose(errors.New("node deleted"), false)
-				return
-			}
-			ch = next
-		}
-	}
 }
 
 func holdOf(dh driver.Hold) (*zkHold, error) {

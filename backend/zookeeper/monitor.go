@@ -216,5 +216,9 @@ func (m *monitor) heartbeat(sid int64, T time.Duration) {
 func (m *monitor) event(ev zk.Event) {
 	if ev.Type == zk.EventSession {
 		m.poke()
+		return
+	}
+	if m.d.nodes != nil {
+		m.d.nodes.event(ev)
 	}
 }
