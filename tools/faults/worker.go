@@ -196,7 +196,9 @@ func runWorker(ctx context.Context, cfg WorkerConfig) error {
 		}
 
 		// The hold ends, as far as this worker acts, when it starts to
-		// unlock: the next holder may acquire before Unlock returns.
+		// unlock: the next holder may acquire before Unlock returns, also
+		// when Unlock then fails (it may have released on some servers
+		// before it gave up, and the lock is free or runs out there).
 		unlocking := Mono()
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		err = m.Unlock(uctx)
@@ -208,7 +210,7 @@ func runWorker(ctx context.Context, cfg WorkerConfig) error {
 			l := <-lost
 			c.event(Event{Kind: EvLost, Token: uint64(token), Mono: l.at, Expires: l.expires, Err: err.Error()})
 		default:
-			c.event(Event{Kind: EvError, Token: uint64(token), Err: "unlock: " + err.Error()})
+			c.event(Event{Kind: EvError, Token: uint64(token), Mono: unlocking, Err: "unlock: " + err.Error()})
 		}
 		c.key = ""
 	}
