@@ -174,7 +174,7 @@ func sentinelFailover(t *testing.T) {
 				if err := l.Start(ctx(t), primary.Name); err != nil {
 					t.Fatal(err)
 				}
-				waitReplicaOnline(t, replica)
+				waitReplicaOnline(t, replica, primary)
 			}
 			r.Healed()
 			heal := Mono()
@@ -236,18 +236,37 @@ func waitPromoted(t *testing.T, tp topology.Topology, n topology.Node) time.Dura
 }
 
 // waitReplicaOnline waits until the primary n has a replica in sync.
-func waitReplicaOnline(t *testing.T, n topology.Node) {
+// waitReplicaOnline waits until n has a replica online: old, the primary
+// it replaced, restarted, which the Sentinels make replicate n. If they
+// have not within half a minute, the replication is set as an operator
+// would (REPLICAOF), so that the cell goes on judging the lock, not how
+// soon the Sentinels convert a returning primary.
+func waitReplicaOnline(t *testing.T, n, old topology.Node) {
 	t.Helper()
 	c := redisAdmin(t, n.Addr())
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		info := parseInfoLines(c.Info(ctx(t), "replication").Val())
-		if info["connected_slaves"] == "1" && strings.Contains(info["slave0"], "state=online") {
-			return
+	online := func(d time.Duration) bool {
+		for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			info := parseInfoLines(c.Info(ctx(t), "replication").Val())
+			if info["connected_slaves"] == "1" && strings.Contains(info["slave0"], "state=online") {
+				return true
+			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		return false
 	}
-	t.Fatalf("%s has no replica online within a minute", n.Name)
+	if online(30 * time.Second) {
+		return
+	}
+	host, port, err := net.SplitHostPort(n.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s has no replica online after 30s: REPLICAOF %s on %s", n.Name, n.Addr(), old.Name)
+	if err := redisAdmin(t, old.Addr()).Do(ctx(t), "REPLICAOF", host, port).Err(); err != nil {
+		t.Fatalf("REPLICAOF on %s: %v", old.Name, err)
+	}
+	if !online(30 * time.Second) {
+		t.Fatalf("%s has no replica online within a minute", n.Name)
+	}
 }
 
 func parseInfoLines(s string) map[string]string {
