@@ -210,27 +210,36 @@ func (d *pgDriver) cleanup(st *state) {
 		defer d.bgWG.Done()
 		ctx, cancel := context.WithTimeout(d.bg, cleanupTimeout)
 		defer cancel()
+		closed := d.closed
 		for _, wait := range cleanupRetries {
-			closing := false
+			if closed == nil {
+				// Closing: Close waits for these last attempts, so they
+				// come sooner (the acquire may still commit after the
+				// first one, as below).
+				wait = min(wait, closingRetry)
+			}
 			select {
 			case <-time.After(wait):
-			case <-d.closed:
-				closing = true // one last attempt now: Close waits for it
+			case <-closed:
+				closed = nil // attempt now, and the rest sooner
 			case <-ctx.Done():
 				return
 			}
 			// A stalled server may run the lost statement after this
 			// release: look again a little later, until something was
-			// released, the driver closes, or time is up.
-			if d.release(ctx, st) == nil || closing {
+			// released or time is up.
+			if d.release(ctx, st) == nil {
 				return
 			}
 		}
 	}()
 }
 
-// cleanupRetries are the pauses before each release attempt of a cleanup.
+// cleanupRetries are the pauses before each release attempt of a cleanup;
+// closingRetry bounds them once the driver is closing.
 var cleanupRetries = []time.Duration{0, 100 * time.Millisecond, time.Second}
+
+const closingRetry = 200 * time.Millisecond
 
 var _ driver.Inspector = (*pgDriver)(nil)
 
