@@ -247,7 +247,8 @@ func (m *mutex) lock(ctx context.Context, c *Call) error {
 // release notification or for the holder's lease to run out, whichever
 // comes first. The watch is set up only after a first failed attempt (so an
 // uncontended Lock costs one round trip), followed by a second attempt that
-// catches a release that happened before the watch existed.
+// catches a release that happened before the watch existed; with a driver's
+// wake queue (driver.LockWatcher), before the first attempt instead.
 func (m *mutex) acquireLoop(ctx context.Context, c *Call) (driver.Hold, time.Time, error) {
 	var (
 		w        driver.Watch
@@ -262,7 +263,19 @@ func (m *mutex) acquireLoop(ctx context.Context, c *Call) (driver.Hold, time.Tim
 			timer.Stop()
 		}
 	}()
-	for {
+	// A driver with a wake queue is watched before the first attempt, so
+	// that a refused attempt already stands in line and no second attempt
+	// is needed to catch a release (its watch costs no round trip once the
+	// Locker has made one).
+	lw, queued := m.l.drv.(driver.LockWatcher)
+	if queued {
+		var err error
+		if w, err = lw.WatchLock(ctx, m.key); err != nil {
+			w = nil
+			return driver.Hold{}, time.Now(), classify(ctx, err, false)
+		}
+	}
+	for first := true; ; first = false {
 		sent := time.Now()
 		dh, err := m.l.drv.TryAcquire(ctx, m.request())
 		if err == nil {
@@ -272,8 +285,11 @@ func (m *mutex) acquireLoop(ctx context.Context, c *Call) (driver.Hold, time.Tim
 			return dh, sent, classify(ctx, err, answered)
 		}
 		answered = true
+		if first && w != nil {
+			m.step(ctx, c, StepWatch)
+		}
 		if w == nil {
-			if w, err = m.l.drv.Watch(ctx, m.key); err != nil {
+			if w, err = m.watchLock(ctx); err != nil {
 				w = nil
 				return dh, sent, classify(ctx, err, answered)
 			}
@@ -307,6 +323,15 @@ func (m *mutex) acquireLoop(ctx context.Context, c *Call) (driver.Hold, time.Tim
 			return dh, sent, ErrClosed
 		}
 	}
+}
+
+// watchLock watches the key for this Lock: with the driver's wake queue
+// when it has one (driver.LockWatcher), else with Watch.
+func (m *mutex) watchLock(ctx context.Context) (driver.Watch, error) {
+	if lw, ok := m.l.drv.(driver.LockWatcher); ok {
+		return lw.WatchLock(ctx, m.key)
+	}
+	return m.l.drv.Watch(ctx, m.key)
 }
 
 // classify turns a driver error into what the caller sees. When ctx has

@@ -86,7 +86,8 @@ type Harness struct {
 	SessionLease bool
 
 	// Queue marks a backend whose server keeps a queue of waiting
-	// requests (etcd, ZooKeeper, Redis): Inspect's Waiters counts them. Without
+	// requests (etcd, ZooKeeper, Redis, Redlock's wake queues): Inspect's
+	// Waiters counts them. Without
 	// it, Waiters must be -1.
 	Queue bool
 

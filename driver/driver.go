@@ -151,6 +151,24 @@ type Acquirer interface {
 	Acquire(ctx context.Context, req Request) (Hold, error)
 }
 
+// LockWatcher is implemented by drivers that wake waiting Locks one at a
+// time instead of all at once (a wake queue on the server).
+//
+// WatchLock is Watch for a Lock that calls TryAcquire with the same key
+// after each change, and after the remaining lease of a HeldError. While the
+// watch is open, the driver may treat the TryAcquire calls of key as that
+// waiter's: a refused one puts it in line, and a release may wake only the
+// first waiter in line, which must then attempt (or Close the watch, which
+// hands the wake on). A waiter that is not woken still retries when the
+// holder's remaining lease runs out, so a lost wake costs time, never the
+// lock. The portable layer calls WatchLock, when a driver has it, before a
+// Lock's first attempt (so WatchLock should cost no round trip once a
+// Locker has made one), and makes no second attempt after it; Watch stays
+// for observers, which must see every release.
+type LockWatcher interface {
+	WatchLock(ctx context.Context, key string) (Watch, error)
+}
+
 // Limits are the lease lengths a backend can honour.
 type Limits struct {
 	MinTTL time.Duration // smallest TTL (e.g. 2s for etcd); 0 means any positive TTL

@@ -19,6 +19,15 @@ type refusal struct {
 	holder string
 }
 
+// floorLead is how far ahead of this client's clock the counter floor of an
+// acquire is set. The instances' own clocks floor the counter too; when the
+// client's floor is above all of them (their clocks are within floorLead
+// of this one's, minus the request's way there), every instance that grants
+// sets the same counter, so the token is on all of them after phase 1 and
+// phase 2 is not sent. With clocks further apart, phase 2 writes the token
+// where it is behind, as before: the floor only saves a round trip.
+const floorLead = 250 * time.Millisecond
+
 // TryAcquire is one Redlock attempt with a two-phase fencing token.
 //
 // Phase 1 sends the acquire script to every instance in parallel: SET NX PX
@@ -42,8 +51,17 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 	// instances that have not answered by then still get the request; one
 	// that grants it later just holds the lock with the others (released
 	// at Unlock, or at once if the hold has ended: see attempt.answer).
-	replies := d.fanout(ctx, timeout, d.all, request{acquireScript,
-		[]string{nm.lock, nm.counter, nm.meta}, []any{req.Owner, ttl.Milliseconds(), req.Meta}, a.answer}, d.quorum, acquired)
+	keys := []string{nm.lock, nm.counter, nm.meta, nm.queue, nm.entries}
+	args := []any{req.Owner, ttl.Milliseconds(), req.Meta, "", "", 0,
+		strconv.FormatInt(time.Now().Add(floorLead).UnixMicro(), 10)}
+	kw := d.member(req.Key)
+	if kw != nil {
+		life := 3 * ttl / 2
+		kw.life.Store(int64(life))
+		kw.last.Store(a)
+		args[3], args[4], args[5] = kw.member, d.inbox, life.Milliseconds()
+	}
+	replies := d.fanout(ctx, timeout, d.all, request{acquireScript, keys, args, a.answer}, d.quorum, acquired)
 	var (
 		won      []int    // instances where the lock is ours
 		counters []uint64 // their counters, same order
@@ -65,6 +83,9 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 		default:
 			refused = append(refused, ref)
 		}
+	}
+	if kw != nil {
+		kw.queued.Store(len(refused) > 0)
 	}
 	if len(won) < d.quorum {
 		if err := ctx.Err(); err != nil {

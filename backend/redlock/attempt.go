@@ -88,13 +88,14 @@ func (a *attempt) where(keep func(int32) bool) []int {
 	return idx
 }
 
-// releaseRequest is the compare-and-delete of the lock.
+// releaseRequest is the compare-and-delete of the lock; with publish, it
+// wakes the first live member of the instance's wake queue.
 func (a *attempt) releaseRequest(publish bool) request {
 	announce := redislua.NoPublish
 	if publish {
 		announce = redislua.Publish
 	}
-	keys, args := redislua.ReleaseArgs(a.names.lock, a.names.channel, a.owner, announce, "released")
+	keys, args := redislua.ReleaseWakeArgs(a.names.queueKeys(), a.owner, announce, "released")
 	return request{script: redislua.Release, keys: keys, args: args}
 }
 

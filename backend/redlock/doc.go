@@ -26,7 +26,13 @@
 //
 //	P + "l:" + K   the lock: value = the hold's owner ID, expiry = the lease
 //	P + "t:" + K   the fencing counter (never expires)
-//	P + "r:" + K   the channel releases are published on
+//	P + "r:" + K   the channel releases are published on when nobody is in
+//	               line (for Watch: observers such as dlock.Election's)
+//	P + "q:" + K   the wake queue: the members of waiting Lockers, in line
+//	P + "e:" + K   its entries: member -> deadline:ttl:inbox: (both expire
+//	               with their last refreshed entry)
+//	P + "i:" + I   the channel a Locker with inbox I is woken on (one per
+//	               Locker, whatever the key)
 //	P + "m:" + K   "owner\ndescription" of the last hold (dlock.WithOwner),
 //	               written by the acquire script; never expires
 //	P + "c:" + K   the key's record (see Records); never expires
@@ -73,12 +79,32 @@
 //     majority to be free (the (N/2+1-free)-th shortest PTTL), plus a
 //     random part, so that waiters woken by expiry do not retry together.
 //
-// Waiting is driven by release messages: Watch subscribes to the key's
-// channel on every instance (one shared pub/sub connection per instance)
-// and is ready once a majority confirmed; a message from any instance
-// wakes the waiter. A holder's release publishes on each of its instances,
-// a majority, so one of them reaches the waiter. Within one Locker the
-// portable layer already lets only one caller per key talk to the servers.
+// Waiting is a wake queue on every instance, not a herd. A waiting Lock
+// (driver.LockWatcher) stands in line on each instance that refused it:
+// a member (its Locker's inbox and a number) at the back of P+"q:"+K, with
+// an entry that lives one and a half leases from its last refusal. A
+// release wakes only the first member of each instance's line, by
+// publishing "member releaser" on that member's inbox channel; the inbox
+// is subscribed once per Locker and instance, so a wait costs no
+// SUBSCRIBE. A woken waiter attempts; the first one refused goes to the
+// back of the line, so a Locker that takes the lock without waiting (the
+// one that just released it, usually) passes nobody over for ever. A
+// waiter that wins, or gives up, leaves the line of every instance. The
+// line decides whom a release wakes, not who may take the lock: anyone
+// may take a free lock, as in the Redlock algorithm, so the instances'
+// lines never have to agree.
+//
+// A woken member nobody waits as any more is passed on: a release that
+// finds nobody subscribed to its inbox (its process is gone) drops it and
+// wakes the next one, and a Locker woken for a wait that has ended leaves
+// that instance's line, which wakes the next one. A waiter that is not
+// woken still retries when the holder's lease it was told of runs out, so
+// a lost wake costs time, never the lock. Within one Locker the portable
+// layer already lets only one caller per key talk to the servers.
+//
+// Watch, for observers, subscribes to the key's release channel on every
+// instance and is woken by every release made while nobody is in line, by
+// every Break, and when a pub/sub connection breaks.
 //
 // The random retry delay of the Redlock algorithm is applied where it
 // matters: when no single owner holds a majority (several clients split
@@ -106,10 +132,13 @@
 // intersects that one in an instance whose counter it could only increment
 // after our lock there was gone, so it reads at least T and gets more than
 // T. Phase 2 is a second round trip only when the counters of the first
-// majority to answer disagree: on a key's first use (each instance seeds
-// its counter from its own clock), after a restart, or when an instance
-// missed acquisitions while it was down or slow. It raises them all to T,
-// so they agree again.
+// majority to answer disagree. Each acquire carries a floor of its own, the
+// client's clock plus 250ms: when the floor is above every instance's
+// counter and clock, the instances that grant all set their counter to
+// it, and phase 2 is not needed. Otherwise (clients whose clocks are
+// behind the instances', acquisitions faster than the clock moves, an
+// instance that missed acquisitions while it was down or slow) phase 2
+// raises the counters behind to T, so they agree again.
 //
 // Each instance's counter is also floored at that instance's clock: phase
 // 1 sets it to max(counter + 1, TIME in microseconds), as the redis backend
@@ -143,7 +172,7 @@
 // tries again until the validity window closes, then closes Done: before
 // the lease can end on the servers. Release deletes the lock
 // (compare-and-delete) on every instance where it may be ours, in
-// parallel, publishes a release message where it did, and returns once a
+// parallel, wakes the first waiter in line where it did, and returns once a
 // majority deleted it. The release and renew scripts are the single-Redis
 // backend's (internal/redislua); acquire and fence are this package's.
 //
@@ -154,11 +183,12 @@
 // when one owner holds it on a majority; its token is the counter value on
 // a majority of instances (acquire leaves it there); the lease left is the
 // majority's shortest; its description is the metadata written with that
-// owner's lock. Waiters is -1. Break runs the same script in its breaking
-// mode on every instance: the lock and its metadata are deleted whoever
-// holds them, the counters are kept (so the next token, the largest
-// counter of a majority plus one at least, is higher) and a release is
-// published. The broken holder's next renewal (every TTL/3) finds no
+// owner's lock. Waiters counts the live members of the longest line. Break
+// runs the same script in its breaking mode on every instance: the lock and
+// its metadata are deleted whoever holds them, the counters are kept (so
+// the next token, the largest counter of a majority plus one at least, is
+// higher) and the first waiter in line is woken (with nobody in line, a
+// release is published). The broken holder's next renewal (every TTL/3) finds no
 // majority and reports ErrLockLost. Both need a majority of answers, else
 // they fail with ErrUnavailable.
 //
@@ -237,10 +267,17 @@
 // parallel and the ratio approaches that of the third fastest of five
 // round trips to one.
 //
-// Uncontended, an acquisition is 5 acquire scripts (SET NX PX, EXISTS,
-// INCR, GET) and 5 release scripts (GET, DEL, PUBLISH), a little less when
-// a slow instance still had the previous hold's lock and refused (it then
-// needs no release); the second token phase is needed only when counters
-// disagree. Contended, the extra commands are refused attempts and the
-// waiters' SUBSCRIBE, PING and UNSUBSCRIBE on every instance.
+// Those figures predate the wake queue and the counter floor; the peer
+// comparison in BENCHMARKS.md (make bench-peers) is current.
+//
+// Uncontended, an acquisition is 5 acquire scripts (SET NX PX, SET of the
+// metadata, TIME, GET and SET of the counter, HDEL of the wake-queue entry)
+// and 5 release scripts (GET, LINDEX, DEL, PUBLISH): about 55 commands
+// against redsync's 20 (SET NX PX, and a GET and DEL script), the price of
+// the fencing counter, the holder's description for Inspect and the wake
+// queue. Contended, a release wakes one waiter per instance, so the
+// commands per acquisition do not grow with the waiters (TestWakeQueue-
+// RequestsPerAcquisitionFlat): the release, the next holder's attempt, and
+// usually one refused attempt (the woken waiter's, or the releaser's own
+// next Lock), whose refusal also refreshes its place in line.
 package redlock

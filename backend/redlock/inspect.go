@@ -19,16 +19,17 @@ var _ driver.Inspector = (*Driver)(nil)
 // there; while an acquire or a release is in flight, the smallest counter
 // of the holder's, which is never above its token), the lease left is the
 // majority's shortest (the hold is valid while a majority keeps it), and
-// Waiters is -1: Redlock keeps no queue. Fewer than a majority of answers
-// is an ErrUnavailable error.
+// Waiters counts the live entries of the longest wake queue (a waiter
+// stands in the queue of every instance that refused it). Fewer than a
+// majority of answers is an ErrUnavailable error.
 func (d *Driver) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	return d.inspect(ctx, key, false)
 }
 
 // Break deletes key's lock on every instance, whoever holds it there,
 // keeping the counters (so the next token, larger than every counter of a
-// majority, is higher than the broken one), and publishes a release on
-// each. It returns what a majority held before. The broken holder's next
+// majority, is higher than the broken one), and on each wakes the first
+// waiter in line (or, with nobody in line, publishes a release for Watch). It returns what a majority held before. The broken holder's next
 // renewal finds no majority and reports the loss. An instance that does
 // not answer keeps its copy until the lease runs out there, which cannot
 // make a majority; fewer than a majority of answers is an ErrUnavailable
@@ -42,13 +43,14 @@ func (d *Driver) inspect(ctx context.Context, key string, brk bool) (driver.Info
 		return driver.Info{}, err
 	}
 	nm := d.names(key)
-	keys, args := redislua.InspectArgs(nm.lock, nm.counter, nm.meta, nm.channel, brk, redislua.Publish, "released")
+	keys, args := redislua.InspectQueueArgs(nm.queueKeys(), brk, redislua.Publish, "released")
 	replies := d.fanout(ctx, d.timeout(0), d.all, request{script: redislua.Inspect, keys: keys, args: args}, len(d.all), nil)
 	var (
 		answered int
 		firstErr error
 		byOwner  = map[string][]redislua.InspectReply{}
 		counters = map[uint64]int{} // counter value -> instances
+		waiters  int                // the longest wake queue's live entries
 	)
 	for _, r := range replies {
 		var ir redislua.InspectReply
@@ -63,6 +65,7 @@ func (d *Driver) inspect(ctx context.Context, key string, brk bool) (driver.Info
 			continue
 		}
 		answered++
+		waiters = max(waiters, ir.Waiters)
 		counters[ir.Counter]++
 		if ir.Held {
 			byOwner[ir.Owner] = append(byOwner[ir.Owner], ir)
@@ -80,9 +83,11 @@ func (d *Driver) inspect(ctx context.Context, key string, brk bool) (driver.Info
 		if len(rs) < d.quorum {
 			continue
 		}
-		return majorityInfo(rs, counters, d.quorum), nil
+		info := majorityInfo(rs, counters, d.quorum)
+		info.Waiters = waiters
+		return info, nil
 	}
-	return driver.Info{Waiters: -1}, nil
+	return driver.Info{Waiters: waiters}, nil
 }
 
 // majorityInfo sums up the replies of the instances where one owner holds

@@ -1,20 +1,31 @@
 package redlock
 
+import "github.com/dlock-go/dlock/internal/redislua"
+
 // names are the Redis names of one lock key on every instance.
 type names struct {
 	lock    string // the lock: SET NX PX, value = the holder's owner ID
 	counter string // the fencing counter, a decimal integer, kept forever
-	channel string // release notifications
+	channel string // release notifications, for Watch
 	meta    string // "owner\ndescription" of the last hold; kept forever
 	record  string // the key's record (driver.Recorder); kept until cleared
+	queue   string // the wake queue: waiters' members, first come first
+	entries string // the wake queue's entries: member -> deadline:ttl:inbox:
+	inbox   string // the base of the waiters' inbox channels (one per Driver)
 }
 
 // names maps a user's key into this Driver's namespace. Redis keys and
 // channel names are binary safe, so the key is used as is after a fixed
 // prefix and a fixed-length tag: within one Prefix the mapping is
-// injective, and locks, counters, channels and records never collide
+// injective, and locks, counters, channels, queues and records never collide
 // ("a/b", "{", "\x00nul" and 4 KiB keys included).
 func (d *Driver) names(key string) names {
 	p := d.cfg.Prefix
-	return names{lock: p + "l:" + key, counter: p + "t:" + key, channel: p + "r:" + key, meta: p + "m:" + key, record: p + "c:" + key}
+	return names{lock: p + "l:" + key, counter: p + "t:" + key, channel: p + "r:" + key, meta: p + "m:" + key, record: p + "c:" + key,
+		queue: p + "q:" + key, entries: p + "e:" + key, inbox: p + "i"}
+}
+
+// queueKeys are n for redislua's queue-aware release and inspect scripts.
+func (n names) queueKeys() redislua.QueueKeys {
+	return redislua.QueueKeys{Lock: n.lock, Fence: n.counter, Meta: n.meta, Queue: n.queue, Deadlines: n.entries, Channel: n.channel, Inbox: n.inbox}
 }

@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -89,9 +91,22 @@ type Driver struct {
 	life      context.Context // cancelled by Close: ends background work
 	endLife   context.CancelFunc
 
+	inbox string // this Driver's inbox: its waiters are woken on the channel P + "i:" + inbox
+
 	mu       sync.Mutex
 	isClosed bool
 	hub      []*hub // one per instance, started by the first Watch
+	// The inbox subscription on each hub (see inboxReady).
+	inboxSub  *watch
+	subReady  []bool
+	subBusy   []bool
+	subState  []error
+	subChange chan struct{} // closed and replaced when a subscription ends
+	// The keys waited for, by key and by queue member.
+	waiting map[string]*keyWatch
+	members map[string]*keyWatch
+	ended   map[string]endedMember // members whose wait ended (see route)
+	seq     uint64
 }
 
 var _ driver.Locker = (*Driver)(nil)
@@ -139,7 +154,8 @@ func NewDriver(clients []*redis.Client, cfg Config) (*Driver, error) {
 	if n < 3 || n%2 == 0 {
 		return nil, fmt.Errorf("%w: Redlock needs an odd number of instances, at least 3; got %d", ErrConfig, n)
 	}
-	d := &Driver{cfg: cfg, quorum: n/2 + 1, closed: make(chan struct{})}
+	d := &Driver{cfg: cfg, quorum: n/2 + 1, closed: make(chan struct{}), inbox: newInbox(),
+		waiting: map[string]*keyWatch{}, members: map[string]*keyWatch{}, ended: map[string]endedMember{}}
 	d.life, d.endLife = context.WithCancel(context.Background())
 	seen := map[string]bool{}
 	for i, c := range clients {
@@ -221,4 +237,11 @@ func (d *Driver) Close() error {
 		err = errors.Join(errs...)
 	})
 	return err
+}
+
+// newInbox returns a random inbox name: letters and digits.
+func newInbox() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

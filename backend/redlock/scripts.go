@@ -16,10 +16,22 @@ import "github.com/redis/go-redis/v9"
 //
 //	KEYS[1] lock, KEYS[2] counter; ARGV[1] owner, ARGV[2] TTL in ms
 //	optional KEYS[3] hold metadata, ARGV[3] the holder's description
+//	optional KEYS[4] wake queue, KEYS[5] its entries; ARGV[4] the waiter's
+//	queue member ('' for an attempt that does not wait), ARGV[5] its
+//	inbox, ARGV[6] how long its entry lives unrefreshed, in ms
+//	optional ARGV[7] a floor for the new counter (decimal µs, or '')
+//
+// The wake queue is not a grant queue: it only decides whom a release
+// wakes (redislua's release script, wake-only, publishes the first live
+// member on that member's inbox), so that one waiter per instance wakes
+// instead of every one. A waiter that is refused joins the queue, or
+// refreshes its entry where it stands (the first one, refused, goes to the
+// back); one that wins leaves it. Anyone may take a free lock, queued or
+// not.
 //
 // Returns {1, counter} when the lock is ours: newly set (the counter
-// becomes max(counter + 1, the server clock in microseconds), written back,
-// as the redis backend does) or already ours (a retried request: the
+// becomes max(counter + 1, the server clock in microseconds, the client's
+// floor), written back, as the redis backend does) or already ours (a retried request: the
 // counter is returned unchanged). Returns {0, PTTL, holder} when another
 // owner holds it. A counter that is not an integer is a NOTALOCK error, and
 // nothing is changed.
@@ -35,25 +47,56 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   -- Hold metadata: "owner\ndescription", read by the inspect script only
   -- while that owner holds the lock here.
   if KEYS[3] then redis.call('SET', KEYS[3], ARGV[1] .. '\n' .. (ARGV[3] or '')) end
-  if redis.call('EXISTS', KEYS[2]) == 1 then
-    local n = redis.pcall('INCR', KEYS[2])
-    if type(n) == 'table' then
-      redis.call('DEL', KEYS[1])
-      return redis.error_reply('NOTALOCK the fencing counter ' .. KEYS[2] .. ' is not an integer: ' .. tostring(n.err))
-    end
-  end
   local t = redis.call('TIME')
   local clock = t[1] .. string.format('%06d', tonumber(t[2]))
-  local c = redis.call('GET', KEYS[2])
+  -- The client's floor, a little ahead of its clock: when it is above
+  -- every instance's clock, the instances that grant return the same
+  -- counter, and phase 2 is not needed.
+  local floor = ARGV[7]
+  if floor and floor ~= '' and (#clock < #floor or (#clock == #floor and clock < floor)) then
+    clock = floor
+  end
+  local c = redis.pcall('GET', KEYS[2])
+  if type(c) == 'table' or (c and not string.match(c, '^-?%d+$')) then
+    redis.call('DEL', KEYS[1])
+    return redis.error_reply('NOTALOCK the fencing counter ' .. KEYS[2] .. ' is not an integer')
+  end
   if (not c) or #c < #clock or (#c == #clock and c < clock) then
     redis.call('SET', KEYS[2], clock)
     c = clock
+  else
+    -- Only when the counter is ahead of every clock: INCR keeps it exact
+    -- (no Lua double), and GET reads it back as a string.
+    redis.call('INCR', KEYS[2])
+    c = redis.call('GET', KEYS[2])
+  end
+  -- A waiter that wins leaves the wake queue.
+  if ARGV[4] and ARGV[4] ~= '' and redis.call('HDEL', KEYS[5], ARGV[4]) == 1 then
+    redis.call('LREM', KEYS[4], 0, ARGV[4])
   end
   return {1, c}
 end
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then
   return {1, redis.call('GET', KEYS[2]) or '0'}
+end
+if ARGV[4] and ARGV[4] ~= '' then
+  local t = redis.call('TIME')
+  local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local life = tonumber(ARGV[6])
+  -- Entries as redislua's queue keeps them: deadline:ttl:inbox:meta.
+  if redis.call('HSET', KEYS[5], ARGV[4], (nowms + life) .. ':' .. ARGV[2] .. ':' .. ARGV[5] .. ':') == 1 then
+    redis.call('RPUSH', KEYS[4], ARGV[4])
+  elseif redis.call('LINDEX', KEYS[4], 0) == ARGV[4] then
+    -- The first waiter was refused: it was woken and someone else took
+    -- the lock first, or its wait ran out under a holder. It goes to the
+    -- back, so the next release wakes the next waiter and none is passed
+    -- over for ever by lockers that take the lock without waiting.
+    redis.call('LPOP', KEYS[4])
+    redis.call('RPUSH', KEYS[4], ARGV[4])
+  end
+  redis.call('PEXPIRE', KEYS[4], life)
+  redis.call('PEXPIRE', KEYS[5], life)
 end
 return {0, redis.call('PTTL', KEYS[1]), holder}
 `)

@@ -8,6 +8,8 @@
 -- KEYS[4]  the release channel; optional
 -- KEYS[5]  optional, with KEYS[4]: the lock's queue (see queue.lua)
 -- KEYS[6]  with KEYS[5]: the queue's deadlines
+-- KEYS[7]  optional, with KEYS[5]: the base of the inbox channels, when not
+--          KEYS[4]
 -- ARGV[1]  'BREAK' to remove the hold, '' to change nothing
 -- ARGV[2]  with BREAK, how to announce: 'PUBLISH', 'SPUBLISH' or ''
 -- ARGV[3]  the message to publish
@@ -73,7 +75,7 @@ if ARGV[1] == 'BREAK' then
   redis.call('DEL', KEYS[1], KEYS[3])
   if KEYS[4] and (ARGV[2] == 'PUBLISH' or ARGV[2] == 'SPUBLISH') then
     local inbox = firstEntry and string.match(firstEntry, '^%d+:%d+:([^:]*):') or ''
-    redis.call(ARGV[2], inbox ~= '' and (KEYS[4] .. ':' .. inbox) or KEYS[4], first or ARGV[3] or '')
+    redis.call(ARGV[2], inbox ~= '' and ((KEYS[7] or KEYS[4]) .. ':' .. inbox) or KEYS[4], first or ARGV[3] or '')
   end
 end
 if waiters then

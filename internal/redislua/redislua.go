@@ -77,6 +77,18 @@ const (
 // and Inspect with a queue. All share one hash slot on a Cluster.
 type QueueKeys struct {
 	Lock, Fence, Meta, Queue, Deadlines, Channel string
+	// Inbox, when set, is the base of the waiters' inbox channels instead
+	// of Channel (Release and Inspect only): one inbox channel per waiter's
+	// process, whatever the key.
+	Inbox string
+}
+
+// inboxKey appends k.Inbox, when set, to keys.
+func (k QueueKeys) inboxKey(keys []string) []string {
+	if k.Inbox != "" {
+		keys = append(keys, k.Inbox)
+	}
+	return keys
 }
 
 // QueueArgs returns Queue's keys and arguments. With join, an owner that is
@@ -113,11 +125,23 @@ func ReleaseQueueArgs(k QueueKeys, owner, publish, message string, grant bool) (
 	return []string{k.Lock, k.Channel, k.Queue, k.Deadlines, k.Fence, k.Meta}, []any{owner, publish, message, mode}
 }
 
+// Live is Release's ARGV[4] that wakes the first live waiter whose inbox has
+// a subscriber on this server, dropping those without one.
+const Live = "LIVE"
+
+// ReleaseWakeArgs returns Release's keys and arguments for a lock whose
+// queue only decides whom a release wakes (mode Live): the owner's queue
+// entry is removed too, and the first waiter with a subscribed inbox is
+// woken with "member owner" as the message.
+func ReleaseWakeArgs(k QueueKeys, owner, publish, message string) ([]string, []any) {
+	return k.inboxKey([]string{k.Lock, k.Channel, k.Queue, k.Deadlines, k.Fence, k.Meta}), []any{owner, publish, message, Live}
+}
+
 // InspectQueueArgs returns Inspect's keys and arguments for a lock with a
 // queue: the reply counts its live waiters, and a break wakes the first.
 func InspectQueueArgs(k QueueKeys, brk bool, publish, message string) ([]string, []any) {
 	keys, args := InspectArgs(k.Lock, k.Fence, k.Meta, k.Channel, brk, publish, message)
-	return append(keys, k.Queue, k.Deadlines), args
+	return k.inboxKey(append(keys, k.Queue, k.Deadlines)), args
 }
 
 // Announcement commands for Release's ARGV[2].

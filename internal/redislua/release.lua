@@ -7,12 +7,19 @@
 -- KEYS[4]  with KEYS[3]: the queue's entries
 -- KEYS[5]  with KEYS[3]: the fencing counter
 -- KEYS[6]  with KEYS[3]: the hold metadata key
+-- KEYS[7]  optional, with KEYS[3]: the base of the inbox channels, when
+--          not KEYS[2] (a waiter is woken on KEYS[7] .. ':' .. its inbox)
 -- ARGV[1]  the owner
 -- ARGV[2]  how to announce: 'PUBLISH', 'SPUBLISH' (sharded pub/sub), or ''
 --          for no announcement
 -- ARGV[3]  the message to publish when nobody is queued
 -- ARGV[4]  with the queue keys: 'GRANT' to hand the lock to the first live
---          waiter, '' to only wake it
+--          waiter, '' to only wake it, 'LIVE' to only wake it and, while
+--          nobody is subscribed to the woken waiter's inbox (PUBLISH counts
+--          no receiver: its process is gone), drop it and wake the next
+--          (for waiters whose inbox subscriptions are on this server);
+--          the message is then "member releaser", the releaser being
+--          ARGV[1]
 --
 -- Replies 1 when the lock was released, 0 when it was not the owner's (it
 -- expired, or it is someone else's now): then the lock is not changed. A
@@ -63,17 +70,28 @@ if head then
   now = redis.call('TIME')
   nowms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 end
-while head do
-  entry = redis.call('HGET', KEYS[4], head)
-  local d = entry and tonumber(string.match(entry, '^%d+'))
-  if d and d > nowms then
-    break
+-- live drops the waiters whose entries ran out from the head of the queue
+-- and returns the first live one and its entry (nil when none is left).
+local function live(h)
+  while h do
+    local e = redis.call('HGET', KEYS[4], h)
+    local d = e and tonumber(string.match(e, '^%d+'))
+    if d and d > nowms then
+      return h, e
+    end
+    redis.call('LPOP', KEYS[3])
+    redis.call('HDEL', KEYS[4], h)
+    h = redis.call('LINDEX', KEYS[3], 0)
   end
-  redis.call('LPOP', KEYS[3])
-  redis.call('HDEL', KEYS[4], head)
-  head = redis.call('LINDEX', KEYS[3], 0)
+  return nil, nil
 end
+head, entry = live(head)
 local message = head or ARGV[3] or ''
+if head and ARGV[4] == 'LIVE' then
+  -- Also who released, so that a waiter woken by several servers for one
+  -- release counts it once.
+  message = head .. ' ' .. ARGV[1]
+end
 local granted = false
 if head and ARGV[4] == 'GRANT' then
   local d, ttl, meta = string.match(entry, '^(%d+):(%d+):[^:]*:(.*)$')
@@ -102,8 +120,19 @@ if released and not granted then
   redis.call('DEL', KEYS[1])
 end
 if announce then
-  -- To the first waiter's own channel only (see queue.lua).
-  local inbox = entry and string.match(entry, '^%d+:%d+:([^:]*):') or ''
-  redis.call(ARGV[2], (head and inbox ~= '') and (KEYS[2] .. ':' .. inbox) or KEYS[2], message)
+  while true do
+    -- To the first waiter's own channel only (see queue.lua).
+    local inbox = entry and string.match(entry, '^%d+:%d+:([^:]*):') or ''
+    local heard = redis.call(ARGV[2], (head and inbox ~= '') and ((KEYS[7] or KEYS[2]) .. ':' .. inbox) or KEYS[2], message)
+    if not (ARGV[4] == 'LIVE' and head and inbox ~= '' and heard == 0) then
+      break
+    end
+    -- LIVE: nobody listens on that waiter's inbox, so its process is gone.
+    -- Drop it and wake the next live one instead.
+    redis.call('LPOP', KEYS[3])
+    redis.call('HDEL', KEYS[4], head)
+    head, entry = live(redis.call('LINDEX', KEYS[3], 0))
+    message = head and (head .. ' ' .. ARGV[1]) or ARGV[3] or ''
+  end
 end
 return released and 1 or 0

@@ -1,0 +1,308 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redislua"
+)
+
+var _ driver.LockWatcher = (*Driver)(nil)
+
+// WatchLock (driver.LockWatcher) is Watch for a waiting Lock: key's next
+// refused attempts through this Driver wait in line: TryAcquire joins the key's wake queue on every instance that
+// refuses it, and a release wakes only the first live member of each
+// instance's queue, on that member's inbox channel, instead of every
+// waiter (see acquireScript). Watch returns once the Driver's inbox is
+// subscribed on a majority of instances. A release publishes on every
+// instance the holder had, a majority, so at least one confirmed
+// subscription hears it when this waiter stands first there. Expiry
+// publishes nothing: the portable layer also waits for the remaining lease
+// reported by TryAcquire, and that also bounds the wait behind a dead
+// waiter until its entry runs out (one and a half leases without refresh).
+//
+// The inbox is one channel per Driver and instance, subscribed by the
+// first WatchLock and kept until Close: a wait costs no SUBSCRIBE. The
+// watches of one key in one Driver share one queue member.
+//
+// Watch (every release wakes every watch) stays what observers use, such as
+// dlock.Election's: they never attempt, so they never stand in line.
+func (d *Driver) WatchLock(ctx context.Context, key string) (driver.Watch, error) {
+	if err := d.check(ctx); err != nil {
+		return nil, err
+	}
+	if err := d.inboxReady(ctx); err != nil {
+		return nil, err
+	}
+	w := &lockWatch{d: d, ch: make(chan struct{}, 1)}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.isClosed {
+		return nil, driver.ErrClosed
+	}
+	kw := d.waiting[key]
+	if kw == nil {
+		d.seq++
+		kw = &keyWatch{key: key, member: d.inbox + "." + strconv.FormatUint(d.seq, 36), watches: map[*lockWatch]struct{}{}}
+		d.waiting[key] = kw
+		d.members[kw.member] = kw
+	}
+	kw.watches[w] = struct{}{}
+	w.kw = kw
+	return w, nil
+}
+
+// keyWatch is one key's place in the wake queues, shared by the Driver's
+// watches of that key.
+type keyWatch struct {
+	key     string
+	member  string // the queue member: the Driver's inbox, '.', a number
+	watches map[*lockWatch]struct{}
+	// queued is set when the last attempt was refused somewhere, so the
+	// member may stand in a queue: the last watch to close leaves them.
+	queued atomic.Bool
+	// life is how long the member's entries live unrefreshed (ns).
+	life atomic.Int64
+	// wokenBy is the owner whose release woke the watches last (d.mu).
+	wokenBy string
+	// last is the member's last attempt: its answers say where the member
+	// left the queues (granted there) and where it may still stand.
+	last atomic.Pointer[attempt]
+}
+
+// endedMember is a member whose wait ended, kept while an entry of it may
+// still stand in a queue.
+type endedMember struct {
+	key   string
+	until time.Time
+	last  *attempt
+}
+
+// maxEnded bounds the ended members a Driver remembers. One that is
+// forgotten early only costs a wake on that instance: the waiters behind
+// it are woken by their next attempt, or by the next release.
+const maxEnded = 1024
+
+// forget records that kw's wait ended. d.mu is held.
+func (d *Driver) forget(kw *keyWatch) {
+	now := time.Now()
+	if len(d.ended) >= maxEnded {
+		for m, e := range d.ended {
+			if len(d.ended) >= maxEnded || !now.Before(e.until) {
+				delete(d.ended, m)
+			}
+		}
+	}
+	d.ended[kw.member] = endedMember{kw.key, now.Add(time.Duration(kw.life.Load())), kw.last.Load()}
+}
+
+// stale returns the key of a member whose wait ended and whose entry may
+// still stand in instance inst's queue: its last attempt did not take the
+// lock there (which removes the entry). d.mu is held.
+func (d *Driver) stale(member string, inst int) (string, bool) {
+	e, ok := d.ended[member]
+	if !ok || !time.Now().Before(e.until) {
+		delete(d.ended, member)
+		return "", false
+	}
+	if e.last != nil && e.last.answers[inst].Load() == ansGranted {
+		return "", false
+	}
+	return e.key, true
+}
+
+// member returns the queue member of key's watches, "" when nobody waits
+// for key through d.
+func (d *Driver) member(key string) *keyWatch {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.waiting[key]
+}
+
+// leaveRequest removes member from key's wake queue: the release script
+// with the member as owner, which never holds the lock. When the member
+// stood first and the lock is free, the next live member is woken.
+func (d *Driver) leaveRequest(key, member string) request {
+	keys, args := redislua.ReleaseWakeArgs(d.names(key).queueKeys(), member, redislua.Publish, "released")
+	return request{script: redislua.Release, keys: keys, args: args}
+}
+
+// route wakes the watches of the member a release on instance inst named;
+// "" wakes every watch (the pub/sub connection broke: a wake may have been
+// missed). A member nobody here waits as any more (its wait ended and an
+// attempt's late refusal put it back in that queue) passes the wake on: it
+// leaves that instance's queue, which wakes the next member there.
+func (d *Driver) route(inst int, payload string) {
+	member, releaser, _ := strings.Cut(payload, " ")
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if member == "" {
+		for _, kw := range d.waiting {
+			for w := range kw.watches {
+				w.wake()
+			}
+		}
+		return
+	}
+	if kw := d.members[member]; kw != nil {
+		// One release wakes a waiter on every instance where it stands
+		// first: the first message is enough.
+		if releaser != "" && releaser == kw.wokenBy {
+			return
+		}
+		kw.wokenBy = releaser
+		for w := range kw.watches {
+			w.wake()
+		}
+		return
+	}
+	key, ok := d.stale(member, inst)
+	if !ok || d.isClosed {
+		return
+	}
+	// Queued, not awaited: this runs on the hub's reader.
+	d.inst[inst].batch.submit(d.leaveRequest(key, member), d.timeout(0), newGroup(1, 0, nil))
+}
+
+// inboxReady subscribes the Driver's inbox on every instance not yet
+// subscribed, and returns once a majority is. The subscriptions run in the
+// background with a timeout of their own, longer than a request's (they
+// are made once per Driver), so that a waiter on a loaded machine is not
+// failed for a slow confirmation.
+func (d *Driver) inboxReady(ctx context.Context) error {
+	for {
+		d.mu.Lock()
+		if d.isClosed {
+			d.mu.Unlock()
+			return driver.ErrClosed
+		}
+		if d.hub == nil {
+			for i, in := range d.inst {
+				d.hub = append(d.hub, newHub(in, i, d.cfg.Timeout))
+			}
+		}
+		if d.inboxSub == nil {
+			d.inboxSub = &watch{d: d, route: d.route, channel: redislua.InboxChannel(d.names("").inbox, d.inbox)}
+			d.subState = make([]error, len(d.inst))
+			d.subReady = make([]bool, len(d.inst))
+			d.subBusy = make([]bool, len(d.inst))
+			d.subChange = make(chan struct{})
+		}
+		ready, busy := 0, 0
+		for i, h := range d.hub {
+			switch {
+			case d.subReady[i]:
+				ready++
+			case d.subBusy[i]:
+				busy++
+			default:
+				d.subBusy[i] = true
+				busy++
+				h.in.requests.Add(1)
+				go d.subscribeInbox(i, h)
+			}
+		}
+		if ready >= d.quorum {
+			d.mu.Unlock()
+			return nil
+		}
+		changed := d.subChange
+		var firstErr error
+		for _, err := range d.subState {
+			if err != nil {
+				firstErr = err
+				break
+			}
+		}
+		d.mu.Unlock()
+		if ready+busy < d.quorum {
+			return driver.Unavailable(fmt.Errorf("redlock: subscribed on %d of %d instances, %d needed: %w",
+				ready, len(d.inst), d.quorum, firstErr))
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// subscribeInbox subscribes the inbox on instance i and reports the outcome
+// to inboxReady.
+func (d *Driver) subscribeInbox(i int, h *hub) {
+	sctx, cancel := context.WithTimeout(d.life, max(10*d.cfg.Timeout, 2*time.Second))
+	defer cancel()
+	err := h.subscribe(sctx, d.inboxSub)
+	if err != nil {
+		h.in.errors.Add(1)
+		if errors.Is(err, context.DeadlineExceeded) {
+			h.in.timeouts.Add(1)
+		}
+		err = fmt.Errorf("instance %s: %w", h.in.addr, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.subBusy[i] = false
+	d.subReady[i] = err == nil
+	d.subState[i] = err
+	close(d.subChange)
+	d.subChange = make(chan struct{})
+}
+
+// lockWatch is one waiting Lock of a key.
+type lockWatch struct {
+	d  *Driver
+	kw *keyWatch
+	ch chan struct{}
+
+	closeOnce sync.Once
+}
+
+func (w *lockWatch) Changed() <-chan struct{} { return w.ch }
+
+func (w *lockWatch) wake() {
+	select {
+	case w.ch <- struct{}{}:
+	default:
+	}
+}
+
+// Close ends the wait. The last watch of a key whose member may stand in a
+// queue leaves the queue on every instance, in parallel (bounded by the
+// per-instance timeout), waking the next member where it stood first and
+// the lock is free; an instance that does not answer drops the entry when
+// it runs out.
+func (w *lockWatch) Close() error {
+	w.closeOnce.Do(func() {
+		d, kw := w.d, w.kw
+		d.mu.Lock()
+		delete(kw.watches, w)
+		last := len(kw.watches) == 0
+		if last {
+			delete(d.waiting, kw.key)
+			delete(d.members, kw.member)
+			d.forget(kw)
+		}
+		d.mu.Unlock()
+		if !last || !kw.queued.Load() {
+			return
+		}
+		select {
+		case <-d.closed:
+			return
+		default:
+		}
+		timeout := d.timeout(0)
+		ctx, cancel := context.WithTimeout(d.life, timeout)
+		defer cancel()
+		d.fanout(ctx, timeout, d.all, d.leaveRequest(kw.key, kw.member), len(d.all), nil)
+	})
+	return nil
+}
