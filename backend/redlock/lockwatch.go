@@ -193,6 +193,7 @@ func (d *Driver) inboxReady(ctx context.Context) error {
 			d.subState = make([]error, len(d.inst))
 			d.subReady = make([]bool, len(d.inst))
 			d.subBusy = make([]bool, len(d.inst))
+			d.subLoop = make([]bool, len(d.inst))
 			d.subChange = make(chan struct{})
 		}
 		ready, busy := 0, 0
@@ -202,10 +203,11 @@ func (d *Driver) inboxReady(ctx context.Context) error {
 				ready++
 			case d.subBusy[i]:
 				busy++
-			default:
-				d.subBusy[i] = true
+			case !d.subLoop[i]:
+				d.subBusy[i], d.subLoop[i] = true, true
 				busy++
 				h.in.requests.Add(1)
+				d.subWG.Add(1)
 				go d.subscribeInbox(i, h)
 			}
 		}
@@ -234,26 +236,55 @@ func (d *Driver) inboxReady(ctx context.Context) error {
 	}
 }
 
-// subscribeInbox subscribes the inbox on instance i and reports the outcome
-// to inboxReady.
+// subscribeInbox subscribes the inbox on instance i and reports each
+// outcome to inboxReady. After a failure (the instance is down) it tries
+// again in the background, backing off up to a second, until it succeeds or
+// the Driver closes; the first attempt alone decides a waiting inboxReady.
+// A subscription made late wakes every waiting Lock: a release on that
+// instance may not have reached them.
 func (d *Driver) subscribeInbox(i int, h *hub) {
-	sctx, cancel := context.WithTimeout(d.life, max(10*d.cfg.Timeout, 2*time.Second))
-	defer cancel()
-	err := h.subscribe(sctx, d.inboxSub)
-	if err != nil {
-		h.in.errors.Add(1)
-		if errors.Is(err, context.DeadlineExceeded) {
-			h.in.timeouts.Add(1)
+	defer d.subWG.Done()
+	backoff := 50 * time.Millisecond
+	for {
+		sctx, cancel := context.WithTimeout(d.life, max(10*d.cfg.Timeout, 2*time.Second))
+		err := h.subscribe(sctx, d.inboxSub)
+		cancel()
+		if err != nil {
+			h.in.errors.Add(1)
+			if errors.Is(err, context.DeadlineExceeded) {
+				h.in.timeouts.Add(1)
+			}
+			err = fmt.Errorf("instance %s: %w", h.in.addr, err)
 		}
-		err = fmt.Errorf("instance %s: %w", h.in.addr, err)
+		d.mu.Lock()
+		late := !d.subBusy[i]
+		d.subBusy[i] = false
+		d.subReady[i] = err == nil
+		d.subState[i] = err
+		if err == nil || d.isClosed {
+			d.subLoop[i] = false
+		}
+		close(d.subChange)
+		d.subChange = make(chan struct{})
+		d.mu.Unlock()
+		if err == nil {
+			if late {
+				d.route(i, "")
+			}
+			return
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-d.life.Done():
+			t.Stop()
+			d.mu.Lock()
+			d.subLoop[i] = false
+			d.mu.Unlock()
+			return
+		}
+		backoff = min(2*backoff, time.Second)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.subBusy[i] = false
-	d.subReady[i] = err == nil
-	d.subState[i] = err
-	close(d.subChange)
-	d.subChange = make(chan struct{})
 }
 
 // lockWatch is one waiting Lock of a key.

@@ -99,9 +99,11 @@ type Driver struct {
 	// The inbox subscription on each hub (see inboxReady).
 	inboxSub  *watch
 	subReady  []bool
-	subBusy   []bool
+	subBusy   []bool // the first attempt of a subscription is in flight
+	subLoop   []bool // a subscribeInbox runs for the instance
 	subState  []error
-	subChange chan struct{} // closed and replaced when a subscription ends
+	subChange chan struct{}  // closed and replaced when a subscription ends
+	subWG     sync.WaitGroup // the subscribeInbox goroutines
 	// The keys waited for, by key and by queue member.
 	waiting map[string]*keyWatch
 	members map[string]*keyWatch
@@ -227,6 +229,7 @@ func (d *Driver) Close() error {
 		}
 		var errs []error
 		d.endLife()
+		d.subWG.Wait()
 		for _, in := range d.inst {
 			in.batch.drain(deadline)
 			in.batch.warmers.Wait()
