@@ -28,6 +28,10 @@ type refusal struct {
 // where it is behind, as before: the floor only saves a round trip.
 const floorLead = 250 * time.Millisecond
 
+// unsubscribedRetry is how soon a waiter refused only by instances where
+// its inbox is not subscribed tries again (plus up to as much at random).
+const unsubscribedRetry = 100 * time.Millisecond
+
 // TryAcquire is one Redlock attempt with a two-phase fencing token.
 //
 // Phase 1 sends the acquire script to every instance in parallel: SET NX PX
@@ -63,11 +67,12 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 	}
 	replies := d.fanout(ctx, timeout, d.all, request{acquireScript, keys, args, a.answer}, d.quorum, acquired)
 	var (
-		won      []int    // instances where the lock is ours
-		counters []uint64 // their counters, same order
-		refused  []refusal
-		unknown  int // no answer (yet): the request may or may not have applied
-		firstErr error
+		won       []int    // instances where the lock is ours
+		counters  []uint64 // their counters, same order
+		refused   []refusal
+		refusedAt []int // the instances that refused, same order
+		unknown   int   // no answer (yet): the request may or may not have applied
+		firstErr  error
 	)
 	for _, r := range replies {
 		won1, counter, ref, err := parseAcquire(r)
@@ -82,6 +87,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 			counters = append(counters, counter)
 		default:
 			refused = append(refused, ref)
+			refusedAt = append(refusedAt, r.inst)
 		}
 	}
 	if kw != nil {
@@ -98,7 +104,20 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 				"redlock: quorum unreachable: %d of %d instances answered, %d needed: %w",
 				answered, len(d.inst), d.quorum, firstErr))
 		}
-		return driver.Hold{}, a.refuse(ctx, len(won), refused, time.Since(start))
+		err := a.refuse(ctx, len(won), refused, time.Since(start))
+		var held *driver.HeldError
+		if kw != nil && errors.As(err, &held) && !d.inboxOnAny(refusedAt) {
+			// A release wakes this waiter only where its inbox is
+			// subscribed, and it is on none of the instances that refused:
+			// its Locker's first wait has not seen them confirm yet, or they
+			// came back from an outage. Retry soon instead of at the end of
+			// the holder's lease.
+			held.Remaining = min(held.Remaining, unsubscribedRetry+rand.N(unsubscribedRetry))
+			if held.Remaining <= 0 {
+				held.Remaining = unsubscribedRetry
+			}
+		}
+		return driver.Hold{}, err
 	}
 
 	token, err := a.fence(ctx, timeout, won, counters)

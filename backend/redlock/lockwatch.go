@@ -236,6 +236,19 @@ func (d *Driver) inboxReady(ctx context.Context) error {
 	}
 }
 
+// inboxOnAny reports whether the Driver's inbox is subscribed on any of the
+// instances idx.
+func (d *Driver) inboxOnAny(idx []int) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, i := range idx {
+		if d.subReady != nil && d.subReady[i] {
+			return true
+		}
+	}
+	return false
+}
+
 // subscribeInbox subscribes the inbox on instance i and reports each
 // outcome to inboxReady. After a failure (the instance is down) it tries
 // again in the background, backing off up to a second, until it succeeds or
