@@ -87,11 +87,22 @@ func (m *masters) down(t *testing.T, idx ...int) {
 	}
 }
 
+// up starts the masters idx again. A master just killed may leave its port
+// bound for a moment (a save child it forked still holds the listening
+// socket), so a start that finds the port taken is tried again for a while.
 func (m *masters) up(t *testing.T, idx ...int) {
 	t.Helper()
 	for _, i := range idx {
-		if err := m.l.Start(context.Background(), m.nodes[i]); err != nil {
-			t.Fatalf("start %s: %v", m.nodes[i], err)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			err := m.l.Start(context.Background(), m.nodes[i])
+			if err == nil {
+				break
+			}
+			if !strings.Contains(err.Error(), "already in use") || time.Now().After(deadline) {
+				t.Fatalf("start %s: %v", m.nodes[i], err)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 }
