@@ -72,7 +72,8 @@ type Leader struct {
 //	          on Cluster; the primary Sentinel names) plus a timer at the
 //	          leader's remaining lease; observers: a subscription to the
 //	          announce key's release channel; Lock and Unlock one script each
-//	redlock   the same on every master; an acquire is one round trip to every
+//	redlock   the same on every master (candidates wait in its wake queues,
+//	          observers on the release channel); an acquire is one round trip to every
 //	          master, plus one to write the token back where the masters'
 //	          counters disagree (phase 2); a release one
 //	etcd      candidates queue on the server (create revision order), each
