@@ -41,8 +41,9 @@ func (w *watch) Close() error {
 // Watch reads the key once, to learn its index (so that no change after
 // Watch returns can be missed), then follows it with blocking queries. It
 // signals when the key becomes free: deleted (released, or its session
-// ended) or unlocked. A change from one holder to the next is not a
-// signal: waking for it would only cost a failed attempt.
+// ended) or unlocked, including a hold that came and went between two
+// answers. A change from one holder to the next is not a signal: waking
+// for it would only cost a failed attempt.
 func (d *consulDriver) Watch(ctx context.Context, key string) (driver.Watch, error) {
 	if err := d.check(ctx); err != nil {
 		return nil, err
@@ -82,7 +83,11 @@ func (d *consulDriver) watchLoop(ctx context.Context, w *watch, path string, ind
 		}
 		nowFree := isFree(kv)
 		d.fair.observed(path, !nowFree)
-		if nowFree && !free {
+		// A free key whose index moved is a signal too, even if the last
+		// answer also showed it free: a hold can be taken and released
+		// (the key deleted) between two answers, as an Election's
+		// announcement is, and that release must wake the watcher.
+		if nowFree && (!free || meta.LastIndex != index) {
 			w.signal()
 		}
 		free = nowFree

@@ -1,0 +1,101 @@
+package consul
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// gatedTransport holds every blocking query (one with an index) until
+// the test opens the gate, as a slow network would: the query then
+// reaches the agent after the key has already changed more than once.
+type gatedTransport struct {
+	arrived chan struct{}
+	gate    chan struct{}
+	next    http.RoundTripper
+}
+
+func (g *gatedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Query().Get("index") != "" {
+		select {
+		case g.arrived <- struct{}{}:
+		default:
+		}
+		select {
+		case <-g.gate:
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		}
+	}
+	return g.next.RoundTrip(r)
+}
+
+// A hold taken and released while the watch's query is on its way leaves
+// the key as free as it found it, with a later index; the watch must
+// still signal (an Election's observer missed a leader this way).
+func TestWatchSeesAHoldThatCameAndWent(t *testing.T) {
+	ctx := ctxFor(t, 30*time.Second)
+	open2 := func() *consulDriver {
+		d, err := open(ctx, testURL(t, endpoint(t), "lockdelay=0s"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Close() })
+		return d.(*consulDriver)
+	}
+	watcher, holder := open2(), open2()
+	g := &gatedTransport{arrived: make(chan struct{}, 1), gate: make(chan struct{}), next: http.DefaultTransport}
+	t.Cleanup(func() {
+		select {
+		case <-g.gate:
+		default:
+			close(g.gate)
+		}
+	})
+	cfg := api.DefaultConfig()
+	u := testURL(t, endpoint(t), "")
+	cfg.Address = u.Host
+	cfg.HttpClient = &http.Client{Transport: g}
+	bc, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watcher.bc = bc
+
+	key := testKey(t, "k")
+	w, err := watcher.Watch(ctx, key)
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	defer w.Close()
+	select {
+	case <-w.Changed(): // free when the watch began
+	case <-time.After(5 * time.Second):
+		t.Fatal("no signal for a key free when the watch began")
+	}
+	select {
+	case <-g.arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch's blocking query never started")
+	}
+	h, err := holder.TryAcquire(ctx, driver.Request{Key: key, TTL: MinTTL, Owner: "a"})
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	if err := holder.Release(ctx, h); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	close(g.gate)
+	select {
+	case _, ok := <-w.Changed():
+		if !ok {
+			t.Fatal("the watch broke instead of signalling")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a hold taken and released while the query was on its way was never signalled")
+	}
+}
