@@ -28,8 +28,10 @@ type refusal struct {
 // where it is behind, as before: the floor only saves a round trip.
 const floorLead = 250 * time.Millisecond
 
-// unsubscribedRetry is how soon a waiter refused only by instances where
-// its inbox is not subscribed tries again (plus up to as much at random).
+// unsubscribedRetry is how soon a waiter tries again (plus up to as much
+// at random) when no message may come to wake it: it was refused only by
+// instances where its inbox is not subscribed, or the lock is split and
+// some instances did not answer.
 const unsubscribedRetry = 100 * time.Millisecond
 
 // TryAcquire is one Redlock attempt with a two-phase fencing token.
@@ -106,12 +108,15 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 		}
 		err := a.refuse(ctx, len(won), refused, time.Since(start))
 		var held *driver.HeldError
-		if kw != nil && errors.As(err, &held) && !d.inboxOnAny(refusedAt) {
+		if kw != nil && errors.As(err, &held) && (!d.inboxOnAny(refusedAt) || unknown > 0 && !quorumHolder(refused, d.quorum)) {
 			// A release wakes this waiter only where its inbox is
 			// subscribed, and it is on none of the instances that refused:
 			// its Locker's first wait has not seen them confirm yet, or they
-			// came back from an outage. Retry soon instead of at the end of
-			// the holder's lease.
+			// came back from an outage. Or no holder has a quorum and some
+			// instances did not answer: the lock is split, and what decides
+			// it is an instance coming back (empty, after a restart), which
+			// nobody announces. Either way, retry soon instead of at the end
+			// of the holder's lease.
 			held.Remaining = min(held.Remaining, unsubscribedRetry+rand.N(unsubscribedRetry))
 			if held.Remaining <= 0 {
 				held.Remaining = unsubscribedRetry
@@ -233,14 +238,7 @@ func (a *attempt) fence(ctx context.Context, timeout time.Duration, won []int, c
 // do not retry in lockstep.
 func (a *attempt) refuse(ctx context.Context, won int, refused []refusal, elapsed time.Duration) error {
 	d := a.d
-	perHolder := map[string]int{}
-	winner := false
-	for _, r := range refused {
-		perHolder[r.holder]++
-		if perHolder[r.holder] >= d.quorum {
-			winner = true
-		}
-	}
+	winner := quorumHolder(refused, d.quorum)
 	a.abandon(ctx, !winner)
 
 	// Wait until enough refusing instances are free to make a quorum with
@@ -268,6 +266,19 @@ func (a *attempt) refuse(ctx context.Context, won int, refused []refusal, elapse
 		}
 	}
 	return &driver.HeldError{Remaining: remaining}
+}
+
+// quorumHolder reports whether one holder refused on at least quorum
+// instances: the lock is held, not split.
+func quorumHolder(refused []refusal, quorum int) bool {
+	perHolder := map[string]int{}
+	for _, r := range refused {
+		perHolder[r.holder]++
+		if perHolder[r.holder] >= quorum {
+			return true
+		}
+	}
+	return false
 }
 
 // drift is the clock-drift allowance for ttl: TTL*Drift + 2ms.

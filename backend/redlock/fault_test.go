@@ -302,6 +302,49 @@ func TestFaultRestartEmptyMajority(t *testing.T) {
 	_ = mx.Unlock(ctx)
 }
 
+// A waiter refused in a split is woken when the split ends. Two masters
+// restarted empty leave the key held on three: the waiter wins the two and
+// is refused by the three. Then one of the three restarts empty too, so the
+// key is free on a majority (Redlock's documented hazard without
+// persistence, which fault cell 7c shows): nothing is released, so no
+// message comes, and the waiter must notice without sleeping out its
+// holder's long lease.
+func TestFaultWaiterWokenWhenSplitEnds(t *testing.T) {
+	m := privateMasters(t)
+	const lease = 40 * time.Second
+	holder, _ := m.locker(t, dlock.WithTTL(lease))
+	waiter, _ := m.locker(t, dlock.WithTTL(lease))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hm, _ := holder.NewMutex("split")
+	if err := hm.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m.down(t, 3, 4)
+	m.up(t, 3, 4)
+	wm, _ := waiter.NewMutex("split")
+	got := make(chan error, 1)
+	go func() { got <- wm.Lock(ctx) }()
+	waitWaiters(ctx, t, holder, "split", 1)
+	m.down(t, 0)
+	// Long enough for the waiter to be woken by its broken connection and
+	// to try again while master 0 is down: won on 3 and 4, refused on 1
+	// and 2, no answer from 0.
+	time.Sleep(time.Second)
+	m.up(t, 0)
+	start := time.Now()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("Lock: %v", err)
+		}
+		t.Logf("waiter acquired %v after master 0 came back empty", time.Since(start))
+		_ = wm.Unlock(ctx)
+	case <-time.After(lease / 2):
+		t.Fatalf("waiter still waiting %v after the key was free on a majority; it would sleep out the %v lease", lease/2, lease)
+	}
+}
+
 // A paused (SIGSTOP) master answers nothing: the acquire goes on with the
 // other four (it returns once a majority granted it, so the paused one
 // costs nothing, and never more than the per-instance timeout), and the

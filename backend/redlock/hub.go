@@ -111,7 +111,8 @@ func (h *hub) unsubscribe(w *watch) {
 
 // read routes messages until the hub is closed. When the connection
 // breaks, every watch is woken (a release may have been missed) and every
-// pending confirmation fails; go-redis reconnects and subscribes again.
+// pending confirmation fails; go-redis reconnects and subscribes again, and
+// the first answer on the new connection wakes every watch once more.
 func (h *hub) read(ctx context.Context) {
 	defer close(h.done)
 	backoff := time.Duration(0)
@@ -131,6 +132,13 @@ func (h *hub) read(ctx context.Context) {
 				return
 			}
 			continue
+		}
+		if backoff != 0 {
+			// The first answer on a new connection (go-redis has
+			// subscribed it again): the instance may have restarted
+			// empty, or released keys while the connection was down,
+			// and nobody is left to say so. Wake the watches again.
+			h.wakeAll()
 		}
 		backoff = 0
 		switch m := msg.(type) {
@@ -152,18 +160,25 @@ func (h *hub) read(ctx context.Context) {
 }
 
 func (h *hub) broken(err error, wake bool) {
+	if wake {
+		h.wakeAll()
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if wake {
-		for _, set := range h.subs {
-			for w := range set {
-				w.notify(h.index, "")
-			}
-		}
-	}
 	for p, c := range h.pings {
 		c <- fmt.Errorf("pub/sub connection broke: %w", err)
 		delete(h.pings, p)
+	}
+}
+
+// wakeAll wakes every watch of the hub, as a release of its key would.
+func (h *hub) wakeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, set := range h.subs {
+		for w := range set {
+			w.notify(h.index, "")
+		}
 	}
 }
 
