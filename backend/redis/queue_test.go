@@ -331,6 +331,21 @@ func TestQueueKilledWaiter(t *testing.T) {
 	})
 }
 
+// lockAsync locks m in a goroutine and sends when Lock returned; the
+// channel is closed, and the test marked failed, if Lock failed.
+func lockAsync(ctx context.Context, t *testing.T, m dlock.Mutex) <-chan time.Time {
+	got := make(chan time.Time, 1)
+	go func() {
+		if err := m.Lock(ctx); err != nil {
+			t.Errorf("waiter: Lock: %v", err)
+			close(got)
+			return
+		}
+		got <- time.Now()
+	}()
+	return got
+}
+
 // A waiter handed the lock by a release gets about a whole lease, counted
 // from the grant, not from its last refused attempt (up to a refresh
 // interval, TTL/3, earlier): on a link with a long round trip, a window
@@ -356,15 +371,7 @@ func TestGrantedHoldHasAWholeLease(t *testing.T) {
 			t.Fatalf("Lock: %v", err)
 		}
 		wm, _ := open().NewMutex(key, dlock.WithTTL(ttl))
-		got := make(chan time.Time, 1)
-		go func() {
-			if err := wm.Lock(ctx); err != nil {
-				t.Errorf("waiter: Lock: %v", err)
-				close(got)
-				return
-			}
-			got <- time.Now()
-		}()
+		got := lockAsync(ctx, t, wm)
 		waitWaiters(ctx, t, holder, key, 1)
 		// Most of a refresh interval after the waiter's attempt ran.
 		time.Sleep(ttl / 3 * 3 / 4)

@@ -222,8 +222,10 @@ func (d *redisDriver) newState(req driver.Request) *state {
 }
 
 // Acquire waits in the key's queue on the server (queue.lua): each attempt
-// that is not granted the lock joins the queue, or refreshes the entry's
-// deadline, one lease from now. A release hands the lock to the first
+// that is not granted the lock, once the waiter's inbox is subscribed (so
+// after the first refusal, unless a wait on the key a moment ago left it
+// subscribed), joins the queue, or refreshes the entry's deadline, one
+// lease from now. A release hands the lock to the first
 // waiter in line and tells it so, with its token, by a message addressed to
 // its owner on the key's release channel (release.lua); the others sleep
 // until their turn, or until the first waiter's entry would run out (a
@@ -275,7 +277,13 @@ func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.H
 	var since time.Time // when the last refused attempt was sent
 	for {
 		sent := time.Now()
-		h, err := d.attempt(ctx, st, req.Meta, true)
+		// Join the queue only once the inbox is subscribed: a release
+		// grants the lock to the first waiter in line and tells it by a
+		// message. Granted while its subscription was still being made,
+		// a waiter would learn of the hold only at its next attempt, with
+		// much of the lease gone (on a slow link, too little to renew).
+		join := w != nil
+		h, err := d.attempt(ctx, st, req.Meta, join)
 		if err == nil {
 			return h, nil
 		}
@@ -285,7 +293,7 @@ func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.H
 			// removes the entry); a later one leaves the queue here.
 			return giveUp(err)
 		}
-		queued = true
+		queued = queued || join
 		since = sent
 		if w == nil {
 			if w, err = d.subs.watch(ctx, channel, st.owner, true); err != nil {
