@@ -14,7 +14,10 @@
 //     microseconds); the new value is the fencing token. Otherwise a Lock
 //     joins the key's queue in the same script (TryLock does not), and the
 //     script returns how long until that changes by itself (the holder's
-//     remaining PTTL, or the first waiter's deadline).
+//     remaining PTTL, or the first waiter's deadline). A Lock joins only
+//     once its Locker's channel of the key is subscribed (after its first
+//     refusal, or at once if a wait a moment ago left it subscribed), so
+//     that no grant can come before it can be heard.
 //   - The queue: a list of waiting owners, first in line first, and a hash
 //     of their entries, each with a deadline one lease after the waiter's
 //     last attempt. Every script drops entries whose deadline has passed
