@@ -48,7 +48,9 @@ func TestWatchSeesAHoldThatCameAndWent(t *testing.T) {
 		return d.(*consulDriver)
 	}
 	watcher, holder := open2(), open2()
-	g := &gatedTransport{arrived: make(chan struct{}, 1), gate: make(chan struct{}), next: http.DefaultTransport}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections) // no keep-alive goroutines left behind
+	g := &gatedTransport{arrived: make(chan struct{}, 1), gate: make(chan struct{}), next: tr}
 	t.Cleanup(func() {
 		select {
 		case <-g.gate:

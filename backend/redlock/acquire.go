@@ -106,9 +106,10 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 				"redlock: quorum unreachable: %d of %d instances answered, %d needed: %w",
 				answered, len(d.inst), d.quorum, firstErr))
 		}
-		err := a.refuse(ctx, len(won), refused, time.Since(start))
+		winner := quorumHolder(refused, d.quorum)
+		err := a.refuse(ctx, len(won), refused, winner, time.Since(start))
 		var held *driver.HeldError
-		if kw != nil && errors.As(err, &held) && (!d.inboxOnAny(refusedAt) || unknown > 0 && !quorumHolder(refused, d.quorum)) {
+		if kw != nil && errors.As(err, &held) && (!d.inboxOnAny(refusedAt) || unknown > 0 && !winner) {
 			// A release wakes this waiter only where its inbox is
 			// subscribed, and it is on none of the instances that refused:
 			// its Locker's first wait has not seen them confirm yet, or they
@@ -225,7 +226,8 @@ func (a *attempt) fence(ctx context.Context, timeout time.Duration, won []int, c
 	return token, nil
 }
 
-// refuse handles an attempt that found the key held: it releases what this
+// refuse handles an attempt that found the key held (winner: one owner
+// refused on a quorum, see quorumHolder): it releases what this
 // attempt took and returns a *driver.HeldError.
 //
 // When one other owner holds a majority, that owner's release will publish
@@ -236,9 +238,8 @@ func (a *attempt) fence(ctx context.Context, timeout time.Duration, won []int, c
 // may be waiting on exactly those), and the attempt sleeps a random delay
 // before reporting, as the Redlock algorithm asks, so that the contenders
 // do not retry in lockstep.
-func (a *attempt) refuse(ctx context.Context, won int, refused []refusal, elapsed time.Duration) error {
+func (a *attempt) refuse(ctx context.Context, won int, refused []refusal, winner bool, elapsed time.Duration) error {
 	d := a.d
-	winner := quorumHolder(refused, d.quorum)
 	a.abandon(ctx, !winner)
 
 	// Wait until enough refusing instances are free to make a quorum with
