@@ -172,7 +172,6 @@ func TestReleaseGuardedByIndex(t *testing.T) {
 	// A duplicate of h1's release arriving late: same session, old index.
 	hs1 := h1.State.(*hold)
 	lateHold := &hold{path: hs1.path, s: hs1.s, ttl: hs1.ttl, token: hs1.token}
-	lateHold.lost, lateHold.markLost = context.WithCancel(context.Background())
 	late := driver.Hold{Token: h1.Token, State: lateHold}
 	if err := d.Release(ctx, late); !errors.Is(err, driver.ErrNotHeld) {
 		t.Fatalf("late Release of the first hold: %v; want ErrNotHeld", err)

@@ -19,11 +19,10 @@ type hold struct {
 	ttl   time.Duration // requested: the pool the session returns to
 	token uint64        // ModifyIndex of the acquire
 
-	// lost is cancelled when the hold ends other than by Release; its Done
+	// lost is marked when the hold ends other than by Release; its
 	// channel is the hold's Lost, and OnLost hangs the portable layer's
 	// callback on it without a goroutine.
-	lost     context.Context
-	markLost context.CancelFunc
+	lost     driver.Loss
 	released atomic.Bool        // Release has begun: the monitor stops
 	stopMon  context.CancelFunc // ends the monitor's blocking query
 }
@@ -32,10 +31,9 @@ type hold struct {
 func (d *consulDriver) OnLost(dh driver.Hold, f func()) func() bool {
 	h, _ := dh.State.(*hold)
 	if h == nil {
-		go f()
-		return func() bool { return false }
+		return driver.ForeignLost(f)
 	}
-	return context.AfterFunc(h.lost, f)
+	return h.lost.OnLost(f)
 }
 
 // TryAcquire takes the key with one transaction, [lock, get], so that the
@@ -104,10 +102,9 @@ func (d *consulDriver) acquire(ctx context.Context, path string, ttl time.Durati
 	}
 	d.fair.acquired(path)
 	h := &hold{path: path, s: s, ttl: ttl, token: kv.ModifyIndex}
-	h.lost, h.markLost = context.WithCancel(context.Background())
 	s.bind(h)
 	d.startMonitor(h)
-	return driver.Hold{Token: kv.ModifyIndex, TTL: s.ttl, Since: s.renewedAt(), Lost: h.lost.Done(), State: h}, nil
+	return driver.Hold{Token: kv.ModifyIndex, TTL: s.ttl, Since: s.renewedAt(), Lost: h.lost.Chan(), State: h}, nil
 }
 
 // heldError says why an acquire failed. When the key is held, by whom does
@@ -216,7 +213,7 @@ func (d *consulDriver) Renew(ctx context.Context, h driver.Hold) (time.Duration,
 		return 0, err
 	}
 	if !ok {
-		hs.markLost()
+		hs.lost.Mark()
 		return 0, fmt.Errorf("consul: renew %q: session invalidated: %w", hs.path, driver.ErrLockLost)
 	}
 	kv, _, err := d.c.KV().Get(hs.path, d.qopts(ctx))
@@ -224,7 +221,7 @@ func (d *consulDriver) Renew(ctx context.Context, h driver.Hold) (time.Duration,
 		return 0, mapErr(ctx, "renew", err)
 	}
 	if !hs.owns(kv) {
-		hs.markLost()
+		hs.lost.Mark()
 		return 0, fmt.Errorf("consul: renew %q: key deleted or taken over: %w", hs.path, driver.ErrLockLost)
 	}
 	return ttl, nil

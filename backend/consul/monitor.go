@@ -56,7 +56,7 @@ func (d *consulDriver) monitor(ctx context.Context, h *hold) {
 			continue
 		}
 		if !h.owns(kv) {
-			h.markLost()
+			h.lost.Mark()
 			return
 		}
 		if meta.LastIndex > index {

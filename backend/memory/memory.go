@@ -90,12 +90,10 @@ type entry struct {
 	token   uint64
 	expires time.Time
 	timer   *time.Timer
-	// lost is cancelled when the entry ends other than by its owner's
-	// release; its Done channel is the hold's Lost, and OnLost hangs the
-	// portable layer's callback on it (context.AfterFunc: no goroutine per
-	// hold).
-	lost   context.Context
-	cancel context.CancelFunc
+	// lost is marked when the entry ends other than by its owner's
+	// release; its channel is the hold's Lost, and OnLost hangs the
+	// portable layer's callback on it (no goroutine per hold).
+	lost driver.Loss
 }
 
 // NewStore returns an empty Store.
@@ -132,7 +130,7 @@ func (s *Store) drop(e *entry, lost bool) {
 	delete(s.locks, e.key)
 	e.timer.Stop()
 	if lost {
-		e.cancel()
+		e.lost.Mark()
 	}
 	for w := range s.subs[e.key] {
 		select {
@@ -261,10 +259,9 @@ func (d *memDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.
 	}
 	s.seq = max(s.seq+1, uint64(now.UnixMicro()))
 	e := &entry{key: req.Key, owner: req.Owner, meta: req.Meta, token: s.seq, expires: now.Add(req.TTL)}
-	e.lost, e.cancel = context.WithCancel(context.Background())
 	e.timer = time.AfterFunc(req.TTL, func() { s.expire(e) })
 	s.locks[req.Key] = e
-	return driver.Hold{Token: e.token, TTL: req.TTL, Since: now, Lost: e.lost.Done(), State: e}, nil
+	return driver.Hold{Token: e.token, TTL: req.TTL, Since: now, Lost: e.lost.Chan(), State: e}, nil
 }
 
 // expire runs when an entry's lease may have run out.
@@ -346,15 +343,14 @@ func (d *memDriver) RenewBatch(ctx context.Context, hs []driver.Hold) ([]time.Du
 }
 
 // OnLost calls f, in a goroutine of its own, when h's entry ends other
-// than by its release (expiry, Break): context.AfterFunc on the entry's
-// context, so a hold costs no goroutine while it lasts.
+// than by its release (expiry, Break), so a hold costs no goroutine while
+// it lasts.
 func (d *memDriver) OnLost(h driver.Hold, f func()) func() bool {
 	e, _ := h.State.(*entry)
 	if e == nil {
-		go f()
-		return func() bool { return false }
+		return driver.ForeignLost(f)
 	}
-	return context.AfterFunc(e.lost, f)
+	return e.lost.OnLost(f)
 }
 
 type watch struct {

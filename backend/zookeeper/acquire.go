@@ -311,7 +311,7 @@ func (d *zkDriver) grant(a *attempt, path string, own *existsResult, sent time.T
 		return driver.Hold{}, fmt.Errorf("zookeeper: node %s has czxid %d", path, st.Czxid)
 	}
 	h := newHold(d, path, st, a.req.TTL, own.ch, sent)
-	return driver.Hold{Token: uint64(st.Czxid), TTL: a.req.TTL, Since: sent, Lost: h.lost.Done(), State: h}, nil
+	return driver.Hold{Token: uint64(st.Czxid), TTL: a.req.TTL, Since: sent, Lost: h.lost.Chan(), State: h}, nil
 }
 
 // leave deletes our node after a failed or refused attempt, waiting a

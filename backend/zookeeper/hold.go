@@ -25,12 +25,13 @@ type zkHold struct {
 	path string // our node
 	sid  int64  // the session that owns it (its ephemeralOwner)
 	ttl  time.Duration
-	// lost is cancelled when the hold ends other than by Release; its
-	// Done channel is the hold's Lost, and OnLost hangs the portable
-	// layer's callback on it without a goroutine.
-	lost     context.Context
-	markLost context.CancelFunc
-	done     chan struct{} // closed when the hold ends at all
+	// lost is marked when the hold ends other than by Release; its channel
+	// is the hold's Lost, and OnLost hangs the portable layer's callback on
+	// it without a goroutine.
+	lost driver.Loss
+	// done is closed when the hold ends at all; it stops the watch
+	// goroutine, and exists only with one (no nodeWatches).
+	done chan struct{}
 
 	mu       sync.Mutex
 	deadline time.Time // the lease runs out here unless renewed
@@ -45,10 +46,11 @@ func newHold(d *zkDriver, path string, st *zk.Stat, ttl time.Duration, watch <-c
 		path:     path,
 		sid:      st.EphemeralOwner,
 		ttl:      ttl,
-		done:     make(chan struct{}),
 		deadline: since.Add(ttl),
 	}
-	h.lost, h.markLost = context.WithCancel(context.Background())
+	if d.nodes == nil {
+		h.done = make(chan struct{})
+	}
 	h.mu.Lock()
 	h.timer = time.AfterFunc(time.Until(h.deadline), h.expire)
 	h.mu.Unlock()
@@ -74,10 +76,9 @@ func (h *zkHold) isEnded() bool {
 func (d *zkDriver) OnLost(dh driver.Hold, f func()) func() bool {
 	h, _ := dh.State.(*zkHold)
 	if h == nil {
-		go f()
-		return func() bool { return false }
+		return driver.ForeignLost(f)
 	}
-	return context.AfterFunc(h.lost, f)
+	return h.lost.OnLost(f)
 }
 
 // end marks the hold ended, once, and reports whether this call did it.
@@ -92,9 +93,11 @@ func (h *zkHold) end(cause error) bool {
 	h.cause = cause
 	h.timer.Stop()
 	h.mu.Unlock()
-	close(h.done)
+	if h.done != nil {
+		close(h.done)
+	}
 	if cause != nil {
-		h.markLost()
+		h.lost.Mark()
 	}
 	h.d.mon.remove(h)
 	if h.d.nodes != nil {
