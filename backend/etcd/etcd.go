@@ -11,6 +11,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
@@ -149,8 +150,15 @@ type drv struct {
 	prefix string
 	leases *leasePool
 
-	ctx       context.Context // cancelled by Close: ends every watch
-	cancel    context.CancelFunc
+	ctx    context.Context // cancelled by Close: ends every watch
+	cancel context.CancelFunc
+	// leaderCtx is ctx with clientv3.WithRequireLeader, made once: the
+	// parent of every watch, which then fails when its member loses the
+	// leader instead of waiting silently.
+	leaderCtx context.Context
+	// lossCtx is leaderCtx with metadata of its own, so that the loss
+	// watch runs on a gRPC stream of its own (see lossWatch).
+	lossCtx   context.Context
 	calls     context.Context // cancelled when Close begins: ends calls in flight
 	stopCalls context.CancelFunc
 	closed    chan struct{}
@@ -182,10 +190,12 @@ func newDriver(cli *clientv3.Client, cfg Config, owned bool) *drv {
 		leases:    newLeasePool(cli, !cfg.LeasePerHold),
 		ctx:       ctx,
 		cancel:    cancel,
+		leaderCtx: clientv3.WithRequireLeader(ctx),
 		calls:     calls,
 		stopCalls: stopCalls,
 		closed:    make(chan struct{}),
 	}
+	d.lossCtx = metadata.AppendToOutgoingContext(d.leaderCtx, "dlock-watch", "loss")
 	d.loss = newLossWatch(d)
 	d.leases.sweep = d.sweep
 	return d

@@ -21,18 +21,16 @@ type hold struct {
 	ctx    context.Context // ends the entry's watches
 	cancel context.CancelFunc
 
-	// lost is cancelled when the entry is deleted other than by Release;
-	// its Done channel is the hold's Lost, and OnLost hangs the portable
-	// layer's callback on it without a goroutine.
-	lost     context.Context
-	markLost context.CancelFunc
+	// lost is marked when the entry is deleted other than by Release; its
+	// channel is the hold's Lost, and OnLost hangs the portable layer's
+	// callback on it without a goroutine.
+	lost driver.Loss
 }
 
 func (d *drv) newHold(queue, key string, rev int64, l *lease) *hold {
-	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(d.ctx))
-	lost, markLost := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(d.leaderCtx)
 	d.live.Store(key, rev)
-	return &hold{queue: queue, key: key, rev: rev, lease: l, ctx: ctx, cancel: cancel, lost: lost, markLost: markLost}
+	return &hold{queue: queue, key: key, rev: rev, lease: l, ctx: ctx, cancel: cancel}
 }
 
 // forget drops h from the driver's live entries (released, abandoned or
@@ -63,17 +61,16 @@ func (d *drv) granted(h *hold, own keyWatch) driver.Hold {
 	if h.lease.shared {
 		h.lease.track(h, since.Add(ttl))
 	}
-	return driver.Hold{Token: uint64(h.rev), TTL: ttl, Since: since, Lost: h.lost.Done(), State: h}
+	return driver.Hold{Token: uint64(h.rev), TTL: ttl, Since: since, Lost: h.lost.Chan(), State: h}
 }
 
 // OnLost calls f when h's entry is deleted other than by Release.
 func (d *drv) OnLost(dh driver.Hold, f func()) func() bool {
 	h, _ := dh.State.(*hold)
 	if h == nil {
-		go f()
-		return func() bool { return false }
+		return driver.ForeignLost(f)
 	}
-	return context.AfterFunc(h.lost, f)
+	return h.lost.OnLost(f)
 }
 
 // Release deletes h's entry if its create revision is still h's, so that a

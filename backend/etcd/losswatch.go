@@ -19,6 +19,10 @@ import (
 // prefix: every registered hold whose entry that read does not show is
 // lost, and the new watch starts after the read's revision, so no deletion
 // falls between the two.
+//
+// The watch runs on a gRPC stream of its own (drv.lossCtx), so that a
+// progress request (caughtUp) is answered for it alone: etcd answers one
+// only when every watch on the stream has caught up.
 type lossWatch struct {
 	d *drv
 
@@ -26,9 +30,74 @@ type lossWatch struct {
 	holds   map[string]*hold // by entry key
 	started bool
 	from    int64 // the watch reports every deletion from this revision on; 0 until it runs
+	// progress is a revision up to which every deletion has been handled
+	// (a progress notification, or a resync's read); moved is closed and
+	// replaced when it grows.
+	progress int64
+	moved    chan struct{}
 }
 
-func newLossWatch(d *drv) *lossWatch { return &lossWatch{d: d, holds: map[string]*hold{}} }
+func newLossWatch(d *drv) *lossWatch {
+	return &lossWatch{d: d, holds: map[string]*hold{}, moved: make(chan struct{})}
+}
+
+// advance records that every deletion up to rev has been handled.
+func (w *lossWatch) advance(rev int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if rev > w.progress {
+		w.progress = rev
+		close(w.moved)
+		w.moved = make(chan struct{})
+	}
+}
+
+// caughtUp asks the server for a progress notification and reports
+// whether the watch has handled every deletion up to revision rev before
+// ctx ends: then a hold still registered had its entry at rev. False
+// tells nothing (the watch is behind, broken or being replaced, or the
+// server did not answer); the caller reads the entries instead.
+func (w *lossWatch) caughtUp(ctx context.Context, rev int64) bool {
+	w.mu.Lock()
+	p, started := w.progress, w.started
+	w.mu.Unlock()
+	if !started {
+		return false
+	}
+	if p < rev {
+		// Its context must carry the watch's metadata: that picks the
+		// stream the request goes on.
+		rctx, cancel := context.WithCancel(w.d.lossCtx)
+		stop := context.AfterFunc(ctx, cancel)
+		err := w.d.cli.RequestProgress(rctx)
+		stop()
+		cancel()
+		if err != nil {
+			return false
+		}
+	}
+	for {
+		w.mu.Lock()
+		p, moved := w.progress, w.moved
+		w.mu.Unlock()
+		if p >= rev {
+			return true
+		}
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// registered reports whether h is still watched: neither released nor
+// lost.
+func (w *lossWatch) registered(h *hold) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.holds[h.key] == h
+}
 
 // add registers h. An entry created before the watch's start revision
 // (a waiter's, granted after the watch began) is checked once by a read:
@@ -76,7 +145,7 @@ func (w *lossWatch) deleted(key string, rev int64) {
 		if h.lease.shared {
 			h.lease.untrack(h)
 		}
-		h.markLost()
+		h.lost.Mark()
 	}
 }
 
@@ -108,9 +177,8 @@ func (w *lossWatch) check(h *hold) {
 // the watch when it breaks, until Close.
 func (w *lossWatch) run(from int64) {
 	defer w.d.watchers.Done()
-	base := clientv3.WithRequireLeader(w.d.ctx)
 	for {
-		ctx, cancel := context.WithCancel(base)
+		ctx, cancel := context.WithCancel(w.d.lossCtx)
 		ch := w.d.cli.Watch(ctx, w.d.prefix, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithRev(from))
 		for wr := range ch {
 			if wr.Err() != nil {
@@ -120,6 +188,9 @@ func (w *lossWatch) run(from int64) {
 				if ev.Type == mvccpb.DELETE {
 					w.deleted(string(ev.Kv.Key), ev.Kv.ModRevision)
 				}
+			}
+			if wr.IsProgressNotify() {
+				w.advance(wr.Header.Revision)
 			}
 		}
 		cancel()
@@ -164,8 +235,9 @@ func (w *lossWatch) resync() (int64, bool) {
 				if h.lease.shared {
 					h.lease.untrack(h)
 				}
-				h.markLost()
+				h.lost.Mark()
 			}
+			w.advance(resp.Header.Revision)
 			return resp.Header.Revision, true
 		}
 		select {

@@ -56,7 +56,7 @@ func (d *drv) predWatch(ctx context.Context, key string) (*predWatch, error) {
 		// Its timer has fired and is cancelling it.
 	}
 	p.mu.Unlock()
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(d.ctx))
+	wctx, cancel := context.WithCancel(d.leaderCtx)
 	w := &predWatch{key: key, ch: d.cli.Watch(wctx, key, clientv3.WithFilterPut(), clientv3.WithCreatedNotify()), cancel: cancel}
 	from, err := d.created(ctx, keyWatch{ch: w.ch, cancel: cancel})
 	if err != nil {

@@ -15,16 +15,24 @@ import (
 // --max-txn-ops.
 const maxTxnOps = 128
 
+// progressWait bounds the wait for the loss watch to catch up with a
+// renewal's confirming read (see keepAliveShared); past it, the entries
+// are read.
+const progressWait = 500 * time.Millisecond
+
 // perHoldRenewers bounds the concurrent Renew calls of RenewBatch for
 // holds on leases of their own (Config.LeasePerHold).
 const perHoldRenewers = 16
 
 // RenewBatch renews holds that share a lease with one keepalive of that
-// lease, confirmed (see extension) by transactions that read every hold's
-// entry, up to maxTxnOps per transaction: a renewal round of 100,000
-// holds on one shared lease costs one keepalive and about 800 reads, not
-// 100,000 of each. Each hold is judged as Renew judges it: its entry must
-// still be there with its create revision, else it is lost
+// lease, confirmed (see extension) by a transaction that reads the entries
+// of up to maxTxnOps holds. The other holds' entries are not read when the
+// loss watch, asked for its progress, shows that it has handled every
+// deletion up to that read's revision; otherwise they are read too, up to
+// maxTxnOps per transaction. A renewal round of 100,000 holds on one
+// shared lease thus costs one keepalive, one transaction and one progress
+// request, not 100,000 of each. Each hold is judged as Renew judges it:
+// its entry must still be there with its create revision, else it is lost
 // (ErrLockLost); a keepalive that fails or cannot be confirmed fails the
 // renewal of every hold on that lease (ErrUnavailable, tried again by the
 // watchdog until the validity window closes; ErrLockLost when the lease
@@ -110,10 +118,11 @@ func (d *drv) sweep(l *lease) {
 }
 
 // keepAliveShared is keepAliveConfirmed for many holds on one lease: one
-// keepalive, then reads of every entry. The keepalive and the first read,
-// which confirms it, take the lease's renewal turn; the other reads, which
-// only check that the entries are still there, do not, and run together.
-// gone[k] is set for the holds whose entry is gone.
+// keepalive, then a read of the first maxTxnOps entries, which confirms
+// it; both take the lease's renewal turn. The other holds are judged by
+// the loss watch once it has caught up with that read, or else by reads
+// of their entries, which run together. gone[k] is set for the holds whose
+// entry is gone.
 func (d *drv) keepAliveShared(ctx context.Context, l *lease, hs []*hold, idx []int, gone []bool) error {
 	if err := l.take(ctx); err != nil {
 		return err
@@ -132,6 +141,20 @@ func (d *drv) keepAliveShared(ctx context.Context, l *lease, hs []*hold, idx []i
 	l.give()
 	if !ok {
 		return driver.Unavailable(errDeposed)
+	}
+	if len(first) == len(idx) {
+		return nil
+	}
+	// The rest need no read when the loss watch has handled every
+	// deletion up to the confirming read: a hold it still has was there.
+	wctx, cancel := context.WithTimeout(ctx, progressWait)
+	caught := d.loss.caughtUp(wctx, resp.Header.Revision)
+	cancel()
+	if caught {
+		for k := len(first); k < len(idx); k++ {
+			gone[k] = !d.loss.registered(hs[idx[k]])
+		}
+		return nil
 	}
 	var (
 		wg      sync.WaitGroup

@@ -17,7 +17,7 @@ func (d *drv) Watch(ctx context.Context, key string) (_ driver.Watch, err error)
 		return nil, err
 	}
 	defer leave(&err)
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(d.ctx))
+	wctx, cancel := context.WithCancel(d.leaderCtx)
 	kw := keyWatch{
 		ch:     d.cli.Watch(wctx, d.queue(key), clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()),
 		cancel: cancel,
