@@ -7,29 +7,46 @@ import (
 
 // gates serialise same-key callers of one Locker. Only the caller that holds
 // a key's gate talks to the backend about that key; the others wait here,
-// woken by a channel, never by polling. This is how waiters for one key in
-// one process share one backend wait (one subscription, one queue entry),
-// and why two Mutexes of one Locker exclude each other without a round trip.
+// woken by a channel, never by polling, in the order they came. This is how
+// waiters for one key in one process share one backend wait (one
+// subscription, one queue entry), and why two Mutexes of one Locker exclude
+// each other without a round trip.
 type gates struct {
 	mu sync.Mutex
 	m  map[string]*gate
 }
 
+// gate is one key's. A key held with nobody else waiting, which is every
+// key of a process holding many locks, costs no channel: the gate is just
+// marked taken. The channel is made when a second caller comes; the token
+// in its buffer then stands for the taker, and every caller after that
+// queues on it.
 type gate struct {
-	ch   chan struct{} // holds one token while the gate is taken
-	refs int
+	ch    chan struct{} // holds one token while the gate is taken; nil until contended
+	taken bool          // while ch is nil
+	refs  int
 }
 
-func (g *gates) ref(key string) *gate {
+// take refs key's gate and takes it if that needs no wait. Otherwise it
+// returns the gate's channel, to send the caller's token on.
+func (g *gates) take(key string) (gt *gate, ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	gt := g.m[key]
+	gt = g.m[key]
 	if gt == nil {
-		gt = &gate{ch: make(chan struct{}, 1)}
+		gt = &gate{}
 		g.m[key] = gt
 	}
 	gt.refs++
-	return gt
+	if gt.ch == nil {
+		if !gt.taken {
+			gt.taken = true
+			return gt, true
+		}
+		gt.ch = make(chan struct{}, 1)
+		gt.ch <- struct{}{} // the current taker's
+	}
+	return gt, false
 }
 
 func (g *gates) unref(key string, gt *gate) {
@@ -44,7 +61,10 @@ func (g *gates) unref(key string, gt *gate) {
 // enter takes key's gate, waiting until it is free, ctx ends or closed is
 // closed. On success the caller must call leave exactly once.
 func (g *gates) enter(ctx context.Context, key string, closed <-chan struct{}) (*gate, error) {
-	gt := g.ref(key)
+	gt, ok := g.take(key)
+	if ok {
+		return gt, nil
+	}
 	select {
 	case gt.ch <- struct{}{}:
 		return gt, nil
@@ -59,7 +79,10 @@ func (g *gates) enter(ctx context.Context, key string, closed <-chan struct{}) (
 
 // tryEnter takes key's gate only if it is free.
 func (g *gates) tryEnter(key string) (*gate, bool) {
-	gt := g.ref(key)
+	gt, ok := g.take(key)
+	if ok {
+		return gt, true
+	}
 	select {
 	case gt.ch <- struct{}{}:
 		return gt, true
@@ -70,6 +93,15 @@ func (g *gates) tryEnter(key string) (*gate, bool) {
 }
 
 func (g *gates) leave(key string, gt *gate) {
-	<-gt.ch
-	g.unref(key, gt)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gt.ch != nil {
+		<-gt.ch // never blocks: the token is the leaver's
+	} else {
+		gt.taken = false
+	}
+	gt.refs--
+	if gt.refs == 0 {
+		delete(g.m, key)
+	}
 }
