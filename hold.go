@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
@@ -23,27 +24,45 @@ type hold struct {
 	gt *gate
 	dh driver.Hold
 
-	acquired   time.Time     // when the grant came back, for HoldEnd
-	done       chan struct{} // closed when the hold ends, by Unlock or by loss
-	stopLost   chan struct{} // stops the Lost watcher goroutine; nil without one
-	stopNotify func() bool   // undoes driver.LossNotifier.OnLost; nil without it
-	gateOnce   sync.Once
+	acquired time.Time     // when the grant came back, for HoldEnd
+	done     chan struct{} // closed when the hold ends, by Unlock or by loss
+	// stopLoss stops listening for the driver's loss signal: undoes
+	// driver.LossNotifier.OnLost, or ends the Lost watcher goroutine; nil
+	// when the driver reports no loss.
+	stopLoss func() bool
 
 	// Guarded by the scheduler's mutex.
 	due time.Time // when the scheduler looks at the hold next
-	hi  int       // index in the scheduler's heap, -1 when not in it
+	hi  int32     // index in the scheduler's heap, -1 when not in it
 
-	mu        sync.Mutex
-	lease     Lease
-	renewAt   time.Time // when the watchdog renews next
-	started   bool      // the hold is in the scheduler
-	isEnded   bool
-	lostErr   error              // why the hold was lost; nil if it ended by Unlock
-	endErr    error              // why the hold ended: lostErr, ErrUnlocked or ErrClosed
-	renewErr  error              // the last renewal's failure, nil after a success
-	inFlight  context.CancelFunc // cancels the watchdog's renewal in flight
-	flightCh  chan struct{}      // closed when that renewal returns
-	flightCtx context.Context    // the context of a single (not batched) renewal in flight
+	gateLeft atomic.Bool // leaveGate has run
+	started  bool        // the hold is in the scheduler; h.mu held
+	isEnded  bool        // h.mu held
+
+	mu       sync.Mutex
+	lease    Lease
+	renewAt  time.Time // when the watchdog renews next
+	lostErr  error     // why the hold was lost; nil if it ended by Unlock
+	endErr   error     // why the hold ended: lostErr, ErrUnlocked or ErrClosed
+	renewErr error     // the last renewal's failure, nil after a success
+	fl       *flight   // the watchdog's renewal in flight; nil when none
+}
+
+// flight is a renewal by the watchdog, from decide to flightDone. It lives
+// only while the renewal runs, so a hold at rest does not carry it.
+type flight struct {
+	cancel context.CancelFunc // cancels the renewal
+	done   chan struct{}      // closed when the renewal returns
+	ctx    context.Context    // a single (not batched) renewal's context
+}
+
+// stopFlight is the cancel function of the renewal in flight, nil when
+// none. h.mu held.
+func (h *hold) stopFlight() context.CancelFunc {
+	if h.fl == nil {
+		return nil
+	}
+	return h.fl.cancel
 }
 
 func newHold(m *mutex, gt *gate, dh driver.Hold, sent time.Time) *hold {
@@ -84,6 +103,15 @@ func (h *hold) leaseNow() Lease {
 	return h.lease
 }
 
+// settled is endCause for a call that reports the end of the hold to its
+// caller (Renew, Unlock): it returns once Done is closed. The call that
+// ended the hold may still be telling the observers, and a caller told of
+// the end must not find Done open.
+func (h *hold) settled() error {
+	<-h.done
+	return h.endCause()
+}
+
 // endCause is why the hold ended; nil while it has not.
 func (h *hold) endCause() error {
 	h.mu.Lock()
@@ -113,7 +141,7 @@ func (h *hold) checkClock() (ended bool) {
 		h.mu.Unlock()
 		return false
 	}
-	stop, cause := h.inFlight, h.expiryCause()
+	stop, cause := h.stopFlight(), h.expiryCause()
 	h.mu.Unlock()
 	if stop != nil {
 		stop()
@@ -129,7 +157,7 @@ func (h *hold) expiryCause() error {
 	switch {
 	case h.renewErr != nil:
 		return newLoss(ErrRenewalFailed, h.renewErr)
-	case h.inFlight != nil:
+	case h.fl != nil:
 		return newLoss(ErrRenewalFailed, errors.New("the renewal in flight did not return within the validity window"))
 	default:
 		return newLoss(ErrLeaseExpired, fmt.Errorf("validity window of %v ended", h.lease.TTL))
@@ -154,11 +182,8 @@ func (h *hold) end(lostErr, why error) (already bool) {
 	if h.started {
 		h.m.l.sched.remove(h)
 	}
-	if h.stopNotify != nil {
-		h.stopNotify()
-	}
-	if h.stopLost != nil {
-		close(h.stopLost)
+	if h.stopLoss != nil {
+		h.stopLoss()
 	}
 	cause := h.endErr
 	h.mu.Unlock()
@@ -186,19 +211,22 @@ func (h *hold) lose(err error) {
 // It reports whether the hold had been lost before.
 func (h *hold) finish(why error) (wasLost bool) {
 	h.end(nil, why)
+	<-h.done // ended by another call, which may still be telling the observers
 	h.mu.Lock()
-	cancel, flight := h.inFlight, h.flightCh
+	fl := h.fl
 	lost := h.lostErr != nil
 	h.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-flight
+	if fl != nil {
+		fl.cancel()
+		<-fl.done
 	}
 	return lost
 }
 
 func (h *hold) leaveGate() {
-	h.gateOnce.Do(func() { h.m.l.gates.leave(h.m.key, h.gt) })
+	if h.gateLeft.CompareAndSwap(false, true) {
+		h.m.l.gates.leave(h.m.key, h.gt)
+	}
 }
 
 // start puts the hold in the scheduler, and arranges to hear of a loss the
@@ -219,11 +247,11 @@ func (h *hold) start() {
 		h.lose(newLoss(ErrReportedLost, errors.New("the backend signalled the end of the hold (session expired, key deleted or taken over)")))
 	}
 	if ln := h.m.l.lossN; ln != nil {
-		h.stopNotify = ln.OnLost(h.dh, reported)
+		h.stopLoss = ln.OnLost(h.dh, reported)
 		return
 	}
-	h.stopLost = make(chan struct{})
-	stop := h.stopLost
+	stop := make(chan struct{})
+	h.stopLoss = func() bool { close(stop); return true }
 	h.m.l.wg.Add(1)
 	go func() {
 		defer h.m.l.wg.Done()
@@ -261,7 +289,7 @@ func (h *hold) decide(now time.Time, batched bool) int {
 	if !now.Before(h.lossAt()) {
 		return actLose
 	}
-	if h.inFlight != nil {
+	if h.fl != nil {
 		h.m.l.sched.schedule(h, h.lossAt())
 		return actNone
 	}
@@ -269,12 +297,11 @@ func (h *hold) decide(now time.Time, batched bool) int {
 		h.m.l.sched.schedule(h, h.nextWake())
 		return actNone
 	}
-	if batched {
-		h.inFlight = func() {}
-	} else {
-		h.flightCtx, h.inFlight = context.WithCancel(context.Background())
+	fl := &flight{cancel: func() {}, done: make(chan struct{})}
+	if !batched {
+		fl.ctx, fl.cancel = context.WithCancel(context.Background())
 	}
-	h.flightCh = make(chan struct{})
+	h.fl = fl
 	h.m.l.sched.schedule(h, h.lossAt())
 	return actRenew
 }
@@ -282,8 +309,8 @@ func (h *hold) decide(now time.Time, batched bool) int {
 // setFlightCancel sets the cancel function of a batched renewal in flight.
 func (h *hold) setFlightCancel(cancel context.CancelFunc) {
 	h.mu.Lock()
-	if h.inFlight != nil {
-		h.inFlight = cancel
+	if h.fl != nil {
+		h.fl.cancel = cancel
 	}
 	h.mu.Unlock()
 }
@@ -291,7 +318,10 @@ func (h *hold) setFlightCancel(cancel context.CancelFunc) {
 // watchdogRenew is one renewal by the watchdog, marked in flight by decide.
 func (h *hold) watchdogRenew() {
 	h.mu.Lock()
-	ctx := h.flightCtx
+	ctx := context.Background()
+	if h.fl != nil && h.fl.ctx != nil {
+		ctx = h.fl.ctx
+	}
 	h.mu.Unlock()
 	err := h.observedRenew(ctx, true)
 	h.flightDone(err, true)
@@ -302,13 +332,11 @@ func (h *hold) watchdogRenew() {
 func (h *hold) flightDone(err error, ran bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.inFlight != nil {
-		h.inFlight()
+	if fl := h.fl; fl != nil {
+		fl.cancel()
+		close(fl.done)
+		h.fl = nil
 	}
-	if h.flightCh != nil {
-		close(h.flightCh)
-	}
-	h.inFlight, h.flightCh, h.flightCtx = nil, nil, nil
 	if ran && err != nil && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrNotHeld) {
 		// Transient: try again soon, until lossAt gives up.
 		h.renewAt = time.Now().Add(max(h.lease.TTL/20, 10*time.Millisecond))
@@ -343,7 +371,7 @@ func (h *hold) observedRenew(ctx context.Context, watchdog bool) error {
 // declared lost does not revive it.
 func (h *hold) renew(ctx context.Context) error {
 	if h.checkClock() {
-		return h.endCause()
+		return h.settled()
 	}
 	h.mu.Lock()
 	deadline := h.lossAt()
@@ -362,7 +390,7 @@ func (h *hold) renewed(ctx context.Context, sent time.Time, ttl time.Duration, e
 		if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLockLost) {
 			lerr := newLoss(ErrReportedLost, err)
 			h.lose(lerr)
-			return h.endCause()
+			return h.settled()
 		}
 		h.mu.Lock()
 		h.renewErr = err
@@ -370,13 +398,14 @@ func (h *hold) renewed(ctx context.Context, sent time.Time, ttl time.Duration, e
 		return classify(ctx, err, false)
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.isEnded {
-		return h.endErr
+		h.mu.Unlock()
+		return h.settled()
 	}
+	defer h.mu.Unlock()
 	h.renewErr = nil
 	h.setLease(sent, ttl)
-	if h.started && h.inFlight == nil {
+	if h.started && h.fl == nil {
 		h.m.l.sched.schedule(h, h.nextWake())
 	}
 	return nil

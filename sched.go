@@ -76,7 +76,7 @@ func (s *scheduler) schedule(h *hold, at time.Time) {
 	if h.hi < 0 {
 		heap.Push(&s.heap, h)
 	} else {
-		heap.Fix(&s.heap, h.hi)
+		heap.Fix(&s.heap, int(h.hi))
 	}
 	first := h.hi == 0
 	if !s.running {
@@ -96,7 +96,7 @@ func (s *scheduler) schedule(h *hold, at time.Time) {
 func (s *scheduler) remove(h *hold) {
 	s.mu.Lock()
 	if h.hi >= 0 {
-		heap.Remove(&s.heap, h.hi)
+		heap.Remove(&s.heap, int(h.hi))
 		if len(s.heap) == 0 && s.running {
 			// Let the loop see it has nothing left and exit now, not
 			// when the removed hold would have been due.
@@ -298,12 +298,12 @@ func (q holdHeap) Len() int           { return len(q) }
 func (q holdHeap) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
 func (q holdHeap) Swap(i, j int) {
 	q[i], q[j] = q[j], q[i]
-	q[i].hi, q[j].hi = i, j
+	q[i].hi, q[j].hi = int32(i), int32(j)
 }
 
 func (q *holdHeap) Push(x any) {
 	h := x.(*hold)
-	h.hi = len(*q)
+	h.hi = int32(len(*q))
 	*q = append(*q, h)
 }
 
