@@ -28,7 +28,9 @@ type Observer interface {
 	// End reports the call's outcome.
 	End(ctx context.Context, c Call, r Result)
 	// HoldEnd reports that a hold ended: unlocked (or given back at
-	// Close), or lost.
+	// Close), or lost. It is called before the Mutex's Done closes, so
+	// that a program woken by Done finds the end already reported; it
+	// must therefore not wait for Done nor call Unlock on that Mutex.
 	HoldEnd(e HoldEnd)
 }
 

@@ -190,3 +190,51 @@ func benchLockUnlock(b *testing.B, opts ...dlock.Option) {
 		}
 	}
 }
+
+// blockingEnd is an Observer whose HoldEnd waits until release is closed.
+type blockingEnd struct {
+	noop
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b blockingEnd) HoldEnd(dlock.HoldEnd) {
+	close(b.entered)
+	<-b.release
+}
+
+// A Renew that finds the hold lost while the driver's own loss signal is
+// ending it (and telling the observers) returns only once Done is closed:
+// a caller told ErrLockLost never finds Done still open.
+func TestRenewReportingLossWaitsForDone(t *testing.T) {
+	ctx := context.Background()
+	s := memory.NewStore()
+	obs := blockingEnd{entered: make(chan struct{}), release: make(chan struct{})}
+	l, err := memory.New(s, dlock.WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	release := sync.OnceFunc(func() { close(obs.release) })
+	defer release() // before Close, which waits for the hold's end
+	m, _ := l.NewMutex("k", dlock.WithAutoRenew(false))
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Break("k") // the loss signal: its callback blocks in HoldEnd
+	<-obs.entered
+	renewed := make(chan error, 1)
+	go func() { renewed <- m.Renew(ctx) }()
+	select {
+	case err := <-renewed:
+		t.Fatalf("Renew returned %v while the hold's end was still being reported (Done open: %v)", err, !isDone(m.Done()))
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	if err := <-renewed; !errors.Is(err, dlock.ErrLockLost) {
+		t.Fatalf("Renew after Break: %v; want ErrLockLost", err)
+	}
+	if !isDone(m.Done()) {
+		t.Fatal("Done open after Renew reported the loss")
+	}
+}
