@@ -198,8 +198,8 @@ type BatchRenewer interface {
 
 // LossNotifier is implemented by drivers whose holds carry a Lost channel
 // and that can call a function when it closes, without a goroutine per
-// hold (context.AfterFunc on a context that ends with the hold, a list of
-// callbacks run when a shared lease or session ends).
+// hold. A driver that keeps a [Loss] per hold has OnLost for the price of
+// its Loss.OnLost.
 //
 // OnLost arranges for f to be called once, in a goroutine of its own, after
 // h.Lost is closed; at once if it is already closed. The returned stop
