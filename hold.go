@@ -213,12 +213,20 @@ func (h *hold) finish(why error) (wasLost bool) {
 	h.end(nil, why)
 	<-h.done // ended by another call, which may still be telling the observers
 	h.mu.Lock()
-	fl := h.fl
+	var (
+		cancel context.CancelFunc
+		flying chan struct{}
+	)
+	if h.fl != nil {
+		// A batched renewal sets its cancel later (setFlightCancel):
+		// take the one in force now, under h.mu.
+		cancel, flying = h.fl.cancel, h.fl.done
+	}
 	lost := h.lostErr != nil
 	h.mu.Unlock()
-	if fl != nil {
-		fl.cancel()
-		<-fl.done
+	if cancel != nil {
+		cancel()
+		<-flying
 	}
 	return lost
 }
