@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/dlock-go/dlock/internal/topology"
@@ -49,10 +50,26 @@ func Private(base topology.Topology, name string) (topology.Topology, error) {
 // freePort draws a port in 20000-31999 that nothing listens on, that is
 // not in used and that no other live process has claimed, claims it and
 // adds it to used.
+// handedOut holds the ports freePort has given this process: the claim
+// files let one process take its own claims over again, so two private
+// topologies made side by side in one process (the fault matrix's lanes)
+// would otherwise be able to draw the same port before either listens.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
 func freePort(used map[int]bool) (int, error) {
 	for range 1000 {
 		p := 20000 + rand.IntN(12000)
 		if used[p] {
+			continue
+		}
+		handedOut.Lock()
+		taken := handedOut.ports[p]
+		handedOut.ports[p] = true
+		handedOut.Unlock()
+		if taken {
 			continue
 		}
 		ln, err := net.Listen("tcp", net.JoinHostPort(topology.Host, strconv.Itoa(p)))

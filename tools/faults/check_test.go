@@ -1,6 +1,8 @@
 package faults
 
 import (
+	"sort"
+	"strings"
 	"testing"
 	"time"
 )
@@ -127,5 +129,16 @@ func TestCheckPermits(t *testing.T) {
 	}
 	if c := PermitChecks(paused, CheckMonotoneTokens); !c.OK() {
 		t.Errorf("tokens per permit: %s (each permit's own increase)", c.Detail)
+	}
+}
+
+// The report's rows go by scenario number and letter, whichever lane
+// finished first.
+func TestScenarioRankOrdersRows(t *testing.T) {
+	got := []string{"16 semaphore", "5b slow", "13 cluster", "5 client", "6c pg", "6 redis", "6b snap", "1 baseline", "7a two", "10 consul"}
+	sort.SliceStable(got, func(i, j int) bool { return scenarioRank(got[i]) < scenarioRank(got[j]) })
+	want := []string{"1 baseline", "5 client", "5b slow", "6 redis", "6b snap", "6c pg", "7a two", "10 consul", "13 cluster", "16 semaphore"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("rows in order %q; want %q", got, want)
 	}
 }

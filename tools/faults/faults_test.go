@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,37 +69,46 @@ func postgresB(t *testing.T) Backend {
 	return Backend{Name: "postgres", URL: testenv.Endpoint(t, "DLOCK_POSTGRES_URL") + "&table=dlock_faults", TTL: time.Second, Liveness: 2 * time.Second}
 }
 
-// TestFaults runs the matrix: scenario × backend. Subtests run one at a
-// time: several kill shared servers.
+// TestFaults runs the matrix: scenario × backend.
+//
+// The cells run in three lanes side by side, each lane one cell at a
+// time, because many cells kill, pause or cut off servers: a lane's cells
+// touch only servers that no other lane's cells disturb. Consul's cells
+// pause, kill and cut off its clients, never the agent, and no other
+// cell uses the agent; the failover cells start private topologies of
+// their own. Consul's leases (10 s at least) and the failovers' timeouts
+// make these two lanes most of the matrix's waiting; the main lane has
+// every other cell.
 func TestFaults(t *testing.T) {
-	common := map[string]func(*testing.T) Backend{
-		"redis": redisB, "redlock": redlockB, "etcd": etcdB, "zookeeper": zkB, "consul": consulB, "postgres": postgresB,
+	var lanes sync.WaitGroup
+	lane := func(cells func()) {
+		lanes.Add(1)
+		go func() {
+			defer lanes.Done()
+			cells()
+		}()
 	}
-	order := []string{"redis", "redlock", "etcd", "zookeeper", "consul", "postgres"}
+	defer lanes.Wait()
+	lane(func() {
+		backendCells(t, "consul", consulB)
+		electionCells(t, "consul", consulB)
+		t.Run("10-consul-session-invalidated", func(t *testing.T) { consulInvalidated(t, consulB(t)) })
+	})
+	lane(func() {
+		t.Run("12-sentinel-failover", sentinelFailover)
+		t.Run("13-cluster-failover", clusterFailover)
+	})
+
+	common := map[string]func(*testing.T) Backend{
+		"redis": redisB, "redlock": redlockB, "etcd": etcdB, "zookeeper": zkB, "postgres": postgresB,
+	}
+	order := []string{"redis", "redlock", "etcd", "zookeeper", "postgres"}
 	for _, name := range order {
-		mk := common[name]
-		t.Run("1-baseline/"+name, func(t *testing.T) { baseline(t, mk(t)) })
-		t.Run("2-pause-past-lease/"+name, func(t *testing.T) { pausePastLease(t, mk(t)) })
-		t.Run("3-short-pause/"+name, func(t *testing.T) { shortPause(t, mk(t)) })
-		t.Run("4-holder-killed/"+name, func(t *testing.T) { holderKilled(t, mk(t)) })
-		t.Run("5-client-partition/"+name, func(t *testing.T) {
-			b := mk(t)
-			clientPartition(t, b, "5 client partitioned past its lease", 2*(b.TTL+b.Grace))
-		})
-		t.Run("5b-slow-links/"+name, func(t *testing.T) {
-			b := mk(t)
-			if name == "redlock" {
-				b = redlockSlowB(t)
-			}
-			slowLinks(t, b)
-		})
-		t.Run("16-semaphore-paused/"+name, func(t *testing.T) { semaphorePaused(t, mk(t)) })
+		backendCells(t, name, common[name])
 	}
 	// Leader election (dlock.Election): the same worker loop as candidates.
 	for _, name := range order {
-		mk := common[name]
-		t.Run("14-leader-paused-past-lease/"+name, func(t *testing.T) { leaderPausedPastLease(t, mk(t)) })
-		t.Run("15-leader-killed/"+name, func(t *testing.T) { leaderKilled(t, mk(t)) })
+		electionCells(t, name, common[name])
 	}
 	t.Run("14-leader-paused-past-lease/etcd3", func(t *testing.T) { leaderPausedPastLease(t, etcd3B(t)) })
 	t.Run("15-leader-killed/etcd3", func(t *testing.T) { leaderKilled(t, etcd3B(t)) })
@@ -125,10 +135,34 @@ func TestFaults(t *testing.T) {
 		b := zkB(t)
 		clientPartition(t, b, "9 ZooKeeper session expired (partition past the session timeout)", 3*b.TTL)
 	})
-	t.Run("10-consul-session-invalidated", func(t *testing.T) { consulInvalidated(t, consulB(t)) })
 	t.Run("11-zk-follower-isolated/zookeeper3", func(t *testing.T) { followerIsolated(t, zk3B(t)) })
-	t.Run("12-sentinel-failover", sentinelFailover)
-	t.Run("13-cluster-failover", clusterFailover)
+}
+
+// backendCells runs the cells every backend has, on one backend.
+func backendCells(t *testing.T, name string, mk func(*testing.T) Backend) {
+	t.Run("1-baseline/"+name, func(t *testing.T) { baseline(t, mk(t)) })
+	t.Run("2-pause-past-lease/"+name, func(t *testing.T) { pausePastLease(t, mk(t)) })
+	t.Run("3-short-pause/"+name, func(t *testing.T) { shortPause(t, mk(t)) })
+	t.Run("4-holder-killed/"+name, func(t *testing.T) { holderKilled(t, mk(t)) })
+	t.Run("5-client-partition/"+name, func(t *testing.T) {
+		b := mk(t)
+		clientPartition(t, b, "5 client partitioned past its lease", 2*(b.TTL+b.Grace))
+	})
+	t.Run("5b-slow-links/"+name, func(t *testing.T) {
+		b := mk(t)
+		if name == "redlock" {
+			b = redlockSlowB(t)
+		}
+		slowLinks(t, b)
+	})
+	t.Run("16-semaphore-paused/"+name, func(t *testing.T) { semaphorePaused(t, mk(t)) })
+}
+
+// electionCells runs the leader election cells (dlock.Election: the same
+// worker loop, as candidates) on one backend.
+func electionCells(t *testing.T, name string, mk func(*testing.T) Backend) {
+	t.Run("14-leader-paused-past-lease/"+name, func(t *testing.T) { leaderPausedPastLease(t, mk(t)) })
+	t.Run("15-leader-killed/"+name, func(t *testing.T) { leaderKilled(t, mk(t)) })
 }
 
 // Scenario 10: the holder's Consul session is destroyed from outside. The

@@ -143,6 +143,10 @@ func writeReport(path string) error {
 		byCell[[2]string{c.scenario, c.backend}] = c
 	}
 	sort.Strings(backends)
+	// The lanes finish their cells in no set order: rows go by scenario
+	// number ("5" before "5b" before "6"), and in the order they ran within
+	// one number.
+	sort.SliceStable(scenarios, func(i, j int) bool { return scenarioRank(scenarios[i]) < scenarioRank(scenarios[j]) })
 	var b strings.Builder
 	b.WriteString("# Fault suite results\n\n")
 	b.WriteString("Produced by `make faults` (go test -tags faults ./tools/faults/). Each cell: pass (every required check held), " +
@@ -164,6 +168,20 @@ func writeReport(path string) error {
 	}
 	b.WriteString(reportNotes)
 	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// scenarioRank orders a scenario by the number and letter it starts with:
+// "5 ..." 500, "5b ..." 502, "16 ..." 1600.
+func scenarioRank(s string) int {
+	n, i := 0, 0
+	for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		n = 10*n + int(s[i]-'0')
+	}
+	r := 100 * n
+	if i < len(s) && s[i] >= 'a' && s[i] <= 'z' {
+		r += int(s[i]-'a') + 1
+	}
+	return r
 }
 
 // ctx returns a context for launcher calls.

@@ -117,6 +117,9 @@ const reportNotes = `
   and a per-backend allowance for elections.
 - CI (.ci/run) runs the whole matrix after make test. Within make test the
   harness also runs on the file backend, and the peer partition of etcd3
-  and zookeeper3 on its own (TestPeerRoutes). The whole matrix takes about
-  13 minutes on 2 cores.
+  and zookeeper3 on its own (TestPeerRoutes). The cells run in three lanes
+  side by side, one cell at a time within a lane: Consul's cells (which
+  never touch the agent), the failovers of 12 and 13 (on private
+  topologies of their own), and every other cell; no cell disturbs a
+  server that another lane uses.
 `
