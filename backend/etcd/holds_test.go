@@ -119,40 +119,50 @@ func TestSharedLeaseOneKeepalivePerRound(t *testing.T) {
 			const n = 1000
 			e := newEnv(t, tp.envVar)
 			cfg, kas := keepAliveCounter(e)
-			cli, err := clientv3.New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cli.Close()
-			l, err := etcd.New(cli, etcd.Config{Prefix: e.prefix}, dlock.WithTTL(3*time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
-			ms := lockMany(t, l, n, "shared-")
-			first := make([]time.Time, n)
-			for i, m := range ms {
-				first[i] = m.Lease().Expires
-			}
-			k0 := kas.Load()
-			time.Sleep(2*time.Second + 300*time.Millisecond)
-			used := kas.Load() - k0
-			for i, m := range ms {
-				select {
-				case <-m.Done():
-					t.Fatalf("hold %s lost: %v", m.Key(), m.Err())
-				default:
-				}
-				if !m.Lease().Expires.After(first[i]) {
-					t.Fatalf("hold %s never renewed", m.Key())
-				}
-			}
+			_, used := twoRenewalRounds(t, e, cfg, n, "shared-", kas)
 			if used > 20 {
 				t.Fatalf("%d keepalives renewed %d holds over two rounds; want a few for the one shared lease", used, n)
 			}
 			t.Logf("%d keepalives renewed %d holds over two rounds", used, n)
 		})
 	}
+}
+
+// twoRenewalRounds holds n keys through a Locker on a client made from
+// cfg, with a 3 s TTL, for two renewal rounds, and fails t unless every
+// hold was renewed and none lost. It returns the holds and how much
+// counter grew over the two rounds.
+func twoRenewalRounds(t *testing.T, e *env, cfg clientv3.Config, n int, prefix string, counter *atomic.Int64) ([]dlock.Mutex, int64) {
+	t.Helper()
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	l, err := etcd.New(cli, etcd.Config{Prefix: e.prefix}, dlock.WithTTL(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	ms := lockMany(t, l, n, prefix)
+	first := make([]time.Time, n)
+	for i, m := range ms {
+		first[i] = m.Lease().Expires
+	}
+	c0 := counter.Load()
+	time.Sleep(2*time.Second + 300*time.Millisecond)
+	used := counter.Load() - c0
+	for i, m := range ms {
+		select {
+		case <-m.Done():
+			t.Fatalf("hold %s lost: %v", m.Key(), m.Err())
+		default:
+		}
+		if !m.Lease().Expires.After(first[i]) {
+			t.Fatalf("hold %s never renewed", m.Key())
+		}
+	}
+	return ms, used
 }
 
 // A shared lease that ends ends every hold on it, each with its own Done
@@ -266,34 +276,7 @@ func TestSharedLeaseRoundReadsNotEveryEntry(t *testing.T) {
 	const n = 1000
 	e := newEnv(t, "DLOCK_ETCD_URL")
 	cfg, txns := txnCounter(e)
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	l, err := etcd.New(cli, etcd.Config{Prefix: e.prefix}, dlock.WithTTL(3*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	ms := lockMany(t, l, n, "round-")
-	first := make([]time.Time, n)
-	for i, m := range ms {
-		first[i] = m.Lease().Expires
-	}
-	t0 := txns.Load()
-	time.Sleep(2*time.Second + 300*time.Millisecond)
-	used := txns.Load() - t0
-	for i, m := range ms {
-		select {
-		case <-m.Done():
-			t.Fatalf("hold %s lost: %v", m.Key(), m.Err())
-		default:
-		}
-		if !m.Lease().Expires.After(first[i]) {
-			t.Fatalf("hold %s never renewed", m.Key())
-		}
-	}
+	ms, used := twoRenewalRounds(t, e, cfg, n, "round-", txns)
 	if used > 6 {
 		t.Fatalf("%d transactions over two renewal rounds of %d holds; want one or two a round", used, n)
 	}
