@@ -119,6 +119,13 @@ func (h *hold) endCause() error {
 	return h.endErr
 }
 
+// unlocked reports whether Unlock ended the hold (it was not lost first).
+func (h *hold) unlocked() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.isEnded && h.lostErr == nil
+}
+
 // setCause records that a hold that ended by Unlock had in fact been lost
 // already (the release found the lock gone).
 func (h *hold) setCause(err error) {
@@ -366,7 +373,7 @@ func (h *hold) observedRenew(ctx context.Context, watchdog bool) error {
 	ctx = o.Begin(ctx, c)
 	before := h.leaseNow().Expires
 	err := h.renew(ctx)
-	r := Result{Outcome: renewOutcome(err), Err: err, Token: Token(h.dh.Token), Duration: time.Since(c.Start)}
+	r := Result{Outcome: renewOutcome(ctx, err, h.unlocked()), Err: err, Token: Token(h.dh.Token), Duration: time.Since(c.Start)}
 	if err == nil {
 		r.Margin = time.Until(before)
 		r.Lease = h.leaseNow()

@@ -108,7 +108,7 @@ type Outcome string
 const (
 	OutcomeAcquired    Outcome = "acquired"
 	OutcomeNotAcquired Outcome = "not_acquired" // held elsewhere (TryLock), or already held by this Mutex
-	OutcomeCanceled    Outcome = "canceled"     // the caller's context ended first
+	OutcomeCanceled    Outcome = "canceled"     // the caller's context ended first, or Unlock cut the watchdog's renewal short
 	OutcomeError       Outcome = "error"        // the backend failed, or the Locker was closed
 	OutcomeRenewed     Outcome = "renewed"
 	OutcomeFailed      Outcome = "failed" // a renewal that failed without losing the hold (yet)
@@ -222,13 +222,16 @@ func lockOutcome(ctx context.Context, err error) Outcome {
 	return OutcomeError
 }
 
-// renewOutcome classifies the result of a renewal.
-func renewOutcome(err error) Outcome {
+// renewOutcome classifies the result of a renewal made under ctx. One that
+// ctx or an Unlock cut short (unlocked) did not fail: it was called off.
+func renewOutcome(ctx context.Context, err error, unlocked bool) Outcome {
 	switch {
 	case err == nil:
 		return OutcomeRenewed
 	case errors.Is(err, ErrLockLost):
 		return OutcomeLost
+	case unlocked, ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		return OutcomeCanceled
 	}
 	return OutcomeFailed
 }

@@ -238,3 +238,55 @@ func TestRenewReportingLossWaitsForDone(t *testing.T) {
 		t.Fatal("Done open after Renew reported the loss")
 	}
 }
+
+// blockedRenew holds every renewal until its context ends.
+type blockedRenew struct {
+	driver.Locker
+	entered chan struct{}
+}
+
+func (b blockedRenew) Renew(ctx context.Context, _ driver.Hold) (time.Duration, error) {
+	select {
+	case b.entered <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return 0, driver.Unavailable(ctx.Err())
+}
+
+// A watchdog renewal that Unlock cuts short is reported canceled: it did
+// not fail, and nothing warns of it.
+func TestUnlockCancelsRenewalNotFailed(t *testing.T) {
+	ctx := context.Background()
+	rec := &recorder{}
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, nil))
+	drv := blockedRenew{memory.NewStore().Driver(), make(chan struct{}, 1)}
+	l, err := dlock.NewLocker(drv, dlock.WithObserver(rec), dlock.WithLogger(log), dlock.WithTTL(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	m, _ := l.NewMutex("k")
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-drv.entered
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec.has(t, "end renew canceled watchdog", "end unlock released")
+	rec.mu.Lock()
+	for _, e := range rec.events {
+		if strings.HasPrefix(e, "end renew failed") {
+			t.Errorf("%q: a renewal cut short by Unlock reported as failed", e)
+		}
+	}
+	rec.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(buf.String(), "renewal failed") {
+		t.Errorf("a renewal cut short by Unlock logged as failed: %s", buf.String())
+	}
+}

@@ -18,7 +18,7 @@
 //	dlock.lock.hold.duration     histogram, s   acquisition to the end of the hold; dlock.end (unlocked, lost)
 //	dlock.lock.acquisitions      counter        holds granted
 //	dlock.lock.held              up-down        holds now held
-//	dlock.lock.renewals          counter        dlock.outcome (renewed, failed, lost), dlock.watchdog
+//	dlock.lock.renewals          counter        dlock.outcome (renewed, failed, lost, canceled), dlock.watchdog
 //	dlock.lock.renewal.duration  histogram, s   one renewal's round trip
 //	dlock.lock.renewal.margin    histogram, s   what was left of the validity window when a renewal
 //	                                            succeeded: the early warning before a loss

@@ -137,11 +137,23 @@ func TestInstrumentsAndSpans(t *testing.T) {
 	want(t, ms, "dlock.lock.acquisitions", "{acquisition}", 1, mem)
 	want(t, ms, "dlock.lock.held", "{lock}", 0, mem)
 	want(t, ms, "dlock.lock.hold.duration", "s", 1, mem, dlockotel.AttrEnd.String("unlocked"))
-	renewed := points(t, ms["dlock.lock.renewals"])[set(mem, dlockotel.AttrOutcome.String("renewed"), dlockotel.AttrWatchdog.Bool(true))]
-	if renewed < 1 {
-		t.Errorf("no watchdog renewal recorded: %v", points(t, ms["dlock.lock.renewals"]))
+	renewals := points(t, ms["dlock.lock.renewals"])
+	watchdog := func(outcome string) int64 {
+		return renewals[set(mem, dlockotel.AttrOutcome.String(outcome), dlockotel.AttrWatchdog.Bool(true))]
 	}
-	want(t, ms, "dlock.lock.renewal.duration", "s", renewed, mem)
+	renewed := watchdog("renewed")
+	if renewed < 1 {
+		t.Errorf("no watchdog renewal recorded: %v", renewals)
+	}
+	// A renewal that the Unlock cut short is canceled, never failed.
+	var all int64
+	for _, n := range renewals {
+		all += n
+	}
+	if all != renewed+watchdog("canceled") {
+		t.Errorf("renewals other than renewed or canceled: %v", renewals)
+	}
+	want(t, ms, "dlock.lock.renewal.duration", "s", renewed+watchdog("canceled"), mem)
 	want(t, ms, "dlock.lock.renewal.margin", "s", renewed, mem)
 	if _, ok := ms["dlock.lock.losses"]; ok {
 		t.Errorf("a loss recorded without one: %v", points(t, ms["dlock.lock.losses"]))
