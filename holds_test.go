@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -176,5 +177,44 @@ func TestBatchLossEndsEachHold(t *testing.T) {
 	}
 	if b.singles.Load() != 0 {
 		t.Fatalf("%d single Renew calls; want none", b.singles.Load())
+	}
+}
+
+// goroutinesCreated is how many goroutines the process has started.
+func goroutinesCreated(t *testing.T) uint64 {
+	t.Helper()
+	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		t.Fatalf("this Go runtime does not count goroutines created (%s)", s[0].Name)
+	}
+	return s[0].Value.Uint64()
+}
+
+// A program that locks and unlocks in a loop does not start a goroutine
+// per hold: the watchdog's loop stays a while after the last hold ends,
+// and a hold granted or ended only resets its timer.
+func TestLockUnlockLoopStartsNoGoroutinePerHold(t *testing.T) {
+	const n = 500
+	ctx := context.Background()
+	l, err := memory.New(memory.NewStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	m, _ := l.NewMutex("k")
+	before := goroutinesCreated(t)
+	for range n {
+		if err := m.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		runtime.Gosched() // let a goroutine started for the hold run
+		if err := m.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		runtime.Gosched()
+	}
+	if started := goroutinesCreated(t) - before; started > n/10 {
+		t.Fatalf("%d goroutines started for %d Lock+Unlock cycles; want at most %d", started, n, n/10)
 	}
 }

@@ -212,6 +212,7 @@ func (l *locker) Close() error {
 		}()
 	}
 	wg.Wait()
+	l.sched.close()
 	l.wg.Wait()
 	return l.drv.Close()
 }

@@ -23,29 +23,41 @@ const (
 	maxRenewWorkersSingle = 1024
 	// maxRenewBatch is the most holds handed to one RenewBatch call.
 	maxRenewBatch = 1024
+	// schedLinger is how long the loop goroutine stays after the last hold
+	// ended, so that a program that locks and unlocks in a loop does not
+	// start a goroutine for every hold.
+	schedLinger = 250 * time.Millisecond
 )
 
 // scheduler is a Locker's renewal watchdog: one timer heap of every hold,
 // keyed by when each must be looked at next (its renewal, or its loss
-// deadline), served by one goroutine that runs only while holds exist, and
-// a small pool of workers for the driver calls. A hold costs an entry in
-// the heap, not a goroutine or a timer; holds due together are renewed
-// together, in one RenewBatch call when the driver has it.
+// deadline), served by one goroutine that runs while holds exist (and
+// schedLinger after the last one ended), and a small pool of workers for
+// the driver calls. A hold costs an entry in the heap, not a goroutine or
+// a timer; holds due together are renewed together, in one RenewBatch call
+// when the driver has it.
+//
+// The loop sleeps on one timer that schedule and remove reset themselves
+// (a timer's Reset does not wake anyone), so that a hold granted or ended
+// costs no goroutine switch.
 type scheduler struct {
 	l     *locker
 	batch driver.BatchRenewer // nil unless the driver renews in batches
 	epoch time.Time           // origin of the renewal grid (align)
 
-	mu      sync.Mutex
-	heap    holdHeap
-	running bool          // the loop goroutine runs
-	wake    chan struct{} // tells the loop the earliest due time moved forward
-	jobs    []func()      // work for the pool
-	workers int           // pool goroutines running
+	mu         sync.Mutex
+	heap       holdHeap
+	timer      *time.Timer // when the loop looks next; set under mu
+	running    bool        // the loop goroutine runs
+	emptySince time.Time   // when the heap last became empty
+	closing    bool        // Close: the loop leaves as soon as the heap is empty
+	jobs       []func()    // work for the pool
+	workers    int         // pool goroutines running
 }
 
 func newScheduler(l *locker) *scheduler {
-	s := &scheduler{l: l, wake: make(chan struct{}, 1), epoch: time.Now()}
+	s := &scheduler{l: l, epoch: time.Now(), timer: time.NewTimer(time.Hour)}
+	s.timer.Stop()
 	if b, ok := l.drv.(driver.BatchRenewer); ok {
 		s.batch = b
 	}
@@ -78,16 +90,13 @@ func (s *scheduler) schedule(h *hold, at time.Time) {
 	} else {
 		heap.Fix(&s.heap, int(h.hi))
 	}
-	first := h.hi == 0
+	if h.hi == 0 {
+		s.timer.Reset(time.Until(at))
+	}
 	if !s.running {
 		s.running = true
 		s.l.wg.Add(1)
 		go s.loop()
-	} else if first {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
 	}
 	s.mu.Unlock()
 }
@@ -98,39 +107,66 @@ func (s *scheduler) remove(h *hold) {
 	if h.hi >= 0 {
 		heap.Remove(&s.heap, int(h.hi))
 		if len(s.heap) == 0 && s.running {
-			// Let the loop see it has nothing left and exit now, not
-			// when the removed hold would have been due.
-			select {
-			case s.wake <- struct{}{}:
-			default:
-			}
+			// The loop leaves after schedLinger unless a hold comes.
+			s.emptySince = time.Now()
+			s.timer.Reset(s.linger())
 		}
 	}
 	s.mu.Unlock()
 }
 
+// linger is how long the loop waits with an empty heap before it leaves.
+// Called with s.mu held.
+func (s *scheduler) linger() time.Duration {
+	if s.closing {
+		return 0
+	}
+	return schedLinger
+}
+
+// close makes the loop leave now rather than linger: Close calls it once
+// every hold has ended, then waits for the loop.
+func (s *scheduler) close() {
+	s.mu.Lock()
+	s.closing = true
+	if s.running {
+		s.timer.Reset(0)
+	}
+	s.mu.Unlock()
+}
+
 // loop pops the holds that are due and acts on them; it returns when no
-// hold is left (every hold is removed when it ends).
+// hold has been left for schedLinger (every hold is removed when it ends).
 func (s *scheduler) loop() {
 	defer s.l.wg.Done()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
 	var due []*hold
 	for {
 		s.mu.Lock()
+		now := time.Now()
 		if len(s.heap) == 0 {
+			if s.emptySince.IsZero() {
+				s.emptySince = now
+			}
+			if wait := s.linger() - now.Sub(s.emptySince); wait > 0 {
+				s.timer.Reset(wait)
+				s.mu.Unlock()
+				<-s.timer.C
+				continue
+			}
 			s.running = false
+			s.timer.Stop()
 			s.mu.Unlock()
 			return
 		}
-		now := time.Now()
+		s.emptySince = time.Time{}
 		due = due[:0]
 		for len(s.heap) > 0 && !s.heap[0].due.After(now) {
 			due = append(due, heap.Pop(&s.heap).(*hold))
 		}
-		var next time.Time
 		if len(s.heap) > 0 {
-			next = s.heap[0].due
+			s.timer.Reset(s.heap[0].due.Sub(now))
+		} else if len(due) == 0 {
+			s.timer.Stop()
 		}
 		s.mu.Unlock()
 		if len(due) > 0 {
@@ -138,11 +174,7 @@ func (s *scheduler) loop() {
 			clear(due)
 			continue
 		}
-		timer.Reset(time.Until(next))
-		select {
-		case <-timer.C:
-		case <-s.wake:
-		}
+		<-s.timer.C
 	}
 }
 
