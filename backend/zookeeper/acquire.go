@@ -137,6 +137,9 @@ type existsResult struct {
 	st  *zk.Stat
 	ch  <-chan zk.Event
 	err error
+	// armed is the connection epoch (nodeWatches.epoch) within which the
+	// watch was set, asked and answered; 0 when unknown.
+	armed uint64
 }
 
 // queue waits, if wait is set, until our node at path is the lowest, and
@@ -196,8 +199,13 @@ func (d *zkDriver) queue(ctx context.Context, a *attempt, path string, created t
 			}
 			ownC = make(chan existsResult, 1)
 			go func() {
+				e := d.nodes.current()
 				ok, st, ch, err := d.conn.ExistsW(path)
-				ownC <- existsResult{ok, st, ch, err}
+				r := existsResult{ok: ok, st: st, ch: ch, err: err}
+				if err == nil && ok && e != 0 && d.nodes.current() == e {
+					r.armed = e
+				}
+				ownC <- r
 			}()
 		}
 		children, err := d.children(ctx, a.keyPath)
@@ -258,7 +266,7 @@ func (d *zkDriver) queue(ctx context.Context, a *attempt, path string, created t
 func (d *zkDriver) await(ctx context.Context, pred, path string, own *existsResult) (ownGone bool, err error) {
 	r, err := call(ctx, func() (existsResult, error) {
 		ok, st, ch, err := d.conn.ExistsW(pred)
-		return existsResult{ok, st, ch, err}, err
+		return existsResult{ok: ok, st: st, ch: ch, err: err}, err
 	})
 	if err != nil {
 		return false, d.fail("watch predecessor", err)
@@ -280,7 +288,7 @@ func (d *zkDriver) await(ctx context.Context, pred, path string, own *existsResu
 			// Some other change to our node: watch it again.
 			n, err := call(ctx, func() (existsResult, error) {
 				ok, st, ch, err := d.conn.ExistsW(path)
-				return existsResult{ok, st, ch, err}, err
+				return existsResult{ok: ok, st: st, ch: ch, err: err}, err
 			})
 			if err != nil {
 				return false, d.fail("watch own node", err)
@@ -288,7 +296,7 @@ func (d *zkDriver) await(ctx context.Context, pred, path string, own *existsResu
 			if !n.ok {
 				return true, nil
 			}
-			own.ch = n.ch
+			own.ch, own.armed = n.ch, 0
 		case <-ctx.Done():
 			return false, ctx.Err()
 		case <-d.closed:
@@ -310,7 +318,7 @@ func (d *zkDriver) grant(a *attempt, path string, own *existsResult, sent time.T
 	if st.Czxid <= 0 {
 		return driver.Hold{}, fmt.Errorf("zookeeper: node %s has czxid %d", path, st.Czxid)
 	}
-	h := newHold(d, path, st, a.req.TTL, own.ch, sent)
+	h := newHold(d, path, st, a.req.TTL, own.ch, own.armed, sent)
 	return driver.Hold{Token: uint64(st.Czxid), TTL: a.req.TTL, Since: sent, Lost: h.lost.Chan(), State: h}, nil
 }
 

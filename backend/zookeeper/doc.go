@@ -120,7 +120,14 @@
 //     exists and belongs to this session (a sync, then an Exists) and moves
 //     the lease's end to a full TTL from then, and a lease that runs out
 //     unrenewed has its node deleted by the driver, as a server would
-//     expire a lease.
+//     expire a lease. The watchdog renews the holds that are due together
+//     (driver.BatchRenewer) with one sync and one read for all of them, on
+//     a Locker opened from a URL: each hold's node watch vouches for its
+//     node between rounds, since ZooKeeper sends the watch's event before
+//     the answer to any later request on the connection. A hold whose
+//     watch may not be on the server (after a reconnection, or an event
+//     of its node) is read on its own, which sets its watch again (see
+//     RenewBatch).
 //   - Only answers the leader ordered confirm a session or a renewal. A
 //     follower answers reads and pings from its own copy of the data, and
 //     one cut off from the leader goes on doing so for up to syncLimit x

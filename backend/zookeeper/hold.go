@@ -38,15 +38,30 @@ type zkHold struct {
 	timer    *time.Timer
 	ended    bool
 	cause    error // why the hold was lost; nil if released
+	// armed is the connection epoch within which the watch on our node
+	// was set and answered with the node ours, and no event of the node
+	// came since; 0 when not so (see renewbatch.go). events counts the
+	// node's events, so that a re-arm can tell that one came meanwhile.
+	armed  uint64
+	events uint64
 }
 
-func newHold(d *zkDriver, path string, st *zk.Stat, ttl time.Duration, watch <-chan zk.Event, since time.Time) *zkHold {
+// disarm records that an event of our node came: the watch has fired.
+func (h *zkHold) disarm() {
+	h.mu.Lock()
+	h.armed = 0
+	h.events++
+	h.mu.Unlock()
+}
+
+func newHold(d *zkDriver, path string, st *zk.Stat, ttl time.Duration, watch <-chan zk.Event, armed uint64, since time.Time) *zkHold {
 	h := &zkHold{
 		d:        d,
 		path:     path,
 		sid:      st.EphemeralOwner,
 		ttl:      ttl,
 		deadline: since.Add(ttl),
+		armed:    armed, // set before attach makes the hold visible to events
 	}
 	if d.nodes == nil {
 		h.done = make(chan struct{})
@@ -57,6 +72,7 @@ func newHold(d *zkDriver, path string, st *zk.Stat, ttl time.Duration, watch <-c
 	d.mon.add(h, since)
 	if d.nodes != nil {
 		if ev, ok := d.nodes.attach(path, h); ok {
+			h.disarm()
 			go h.nodeEvent(ev)
 		}
 		return h
@@ -182,6 +198,14 @@ func (d *zkDriver) Renew(ctx context.Context, dh driver.Hold) (time.Duration, er
 	if err := d.check(ctx); err != nil {
 		return 0, err
 	}
+	return d.renewOne(ctx, h, false)
+}
+
+// renewOne is Renew for h, whose driver is d. With arm, the read after the
+// sync sets a watch on our node as well, and h is armed with the
+// connection's epoch if neither it nor the node changed meanwhile (see
+// RenewBatch).
+func (d *zkDriver) renewOne(ctx context.Context, h *zkHold, arm bool) (time.Duration, error) {
 	h.mu.Lock()
 	ended, cause := h.ended, h.cause
 	h.mu.Unlock()
@@ -194,12 +218,27 @@ func (d *zkDriver) Renew(ctx context.Context, dh driver.Hold) (time.Duration, er
 		h.lose(cause, true)
 		return 0, fmt.Errorf("zookeeper: renew: %w: %w", driver.ErrLockLost, cause)
 	}
+	arm = arm && d.nodes != nil
+	var e, events uint64
+	if arm {
+		e = d.nodes.current()
+		h.mu.Lock()
+		events = h.events
+		h.mu.Unlock()
+	}
 	type stat struct {
 		ok bool
 		st *zk.Stat
 	}
 	s, err := call(ctx, func() (stat, error) {
-		ok, st, err := d.syncRead(h.path)
+		if !arm {
+			ok, st, err := d.syncRead(h.path)
+			return stat{ok, st}, err
+		}
+		if _, err := d.conn.Sync(h.path); err != nil {
+			return stat{}, err
+		}
+		ok, st, _, err := d.conn.ExistsW(h.path)
 		return stat{ok, st}, err
 	})
 	if err != nil {
@@ -210,16 +249,33 @@ func (d *zkDriver) Renew(ctx context.Context, dh driver.Hold) (time.Duration, er
 		h.lose(cause, s.ok)
 		return 0, fmt.Errorf("zookeeper: renew: %w: %w", driver.ErrLockLost, cause)
 	}
-	h.mu.Lock()
-	if h.ended {
-		cause := h.cause
-		h.mu.Unlock()
-		return 0, endedErr(cause)
+	ttl, err := h.extend(sent)
+	if err != nil {
+		return 0, err
 	}
-	h.deadline = sent.Add(h.ttl)
-	h.timer.Reset(time.Until(h.deadline))
-	h.mu.Unlock()
+	if arm {
+		h.mu.Lock()
+		if h.events == events && d.nodes.current() == e {
+			h.armed = e
+		}
+		h.mu.Unlock()
+	}
 	d.mon.confirm(h.sid, sent)
+	return ttl, nil
+}
+
+// extend moves h's lease deadline to a full TTL from sent, when a check
+// sent then found the hold still ours.
+func (h *zkHold) extend(sent time.Time) (time.Duration, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		return 0, endedErr(h.cause)
+	}
+	if d := sent.Add(h.ttl); d.After(h.deadline) {
+		h.deadline = d
+		h.timer.Reset(time.Until(h.deadline))
+	}
 	return h.ttl, nil
 }
 

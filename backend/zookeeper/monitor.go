@@ -215,6 +215,7 @@ func (m *monitor) heartbeat(sid int64, T time.Duration) {
 // session event may change what the monitor should conclude.
 func (m *monitor) event(ev zk.Event) {
 	if ev.Type == zk.EventSession {
+		m.d.nodes.session()
 		m.poke()
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-zookeeper/zk"
 
@@ -21,14 +22,40 @@ import (
 // The watch on our node is set by the Exists that goes out with the
 // grant's listing, before the hold exists: expect registers the path
 // first, and an event that comes before attach is kept for it.
+//
+// The watches also let a renewal round skip the per-hold reads: see
+// renewbatch.go. For that, epoch counts the connection's session events
+// (a disconnection, a reconnection): a watch set and answered within one
+// epoch is known to be on the server, and every event of its node comes
+// before the answer to any later request of that epoch.
 type nodeWatches struct {
+	epoch atomic.Uint64
+
 	mu    sync.Mutex
 	holds map[string]*zkHold  // node path -> its hold
 	early map[string]zk.Event // node path expected -> its first event before the hold came (Type 0: none)
 }
 
 func newNodeWatches() *nodeWatches {
-	return &nodeWatches{holds: map[string]*zkHold{}, early: map[string]zk.Event{}}
+	w := &nodeWatches{holds: map[string]*zkHold{}, early: map[string]zk.Event{}}
+	w.epoch.Store(1)
+	return w
+}
+
+// current is the connection's epoch; 0 over a caller's Conn (no events).
+func (w *nodeWatches) current() uint64 {
+	if w == nil {
+		return 0
+	}
+	return w.epoch.Load()
+}
+
+// session moves to a new epoch: called for every session event, before
+// the requests that follow it are answered.
+func (w *nodeWatches) session() {
+	if w != nil {
+		w.epoch.Add(1)
+	}
 }
 
 // expect registers path before its watch is set.
@@ -91,6 +118,7 @@ func (w *nodeWatches) event(ev zk.Event) {
 	}
 	w.mu.Unlock()
 	if h != nil {
+		h.disarm()
 		go h.nodeEvent(ev)
 	}
 }
