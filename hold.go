@@ -373,7 +373,9 @@ func (h *hold) observedRenew(ctx context.Context, watchdog bool) error {
 	ctx = o.Begin(ctx, c)
 	before := h.leaseNow().Expires
 	err := h.renew(ctx)
-	r := Result{Outcome: renewOutcome(ctx, err, h.unlocked()), Err: err, Token: Token(h.dh.Token), Duration: time.Since(c.Start)}
+	// The watchdog's renewal is cut short only by Unlock (ctx is its
+	// flight's); a caller's Renew also by the end of the caller's ctx.
+	r := Result{Outcome: renewOutcome(err, h.unlocked() || !watchdog && callerEnded(ctx, err)), Err: err, Token: Token(h.dh.Token), Duration: time.Since(c.Start)}
 	if err == nil {
 		r.Margin = time.Until(before)
 		r.Lease = h.leaseNow()

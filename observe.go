@@ -214,7 +214,7 @@ func lockOutcome(ctx context.Context, err error) Outcome {
 	switch {
 	case err == nil:
 		return OutcomeAcquired
-	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+	case callerEnded(ctx, err):
 		return OutcomeCanceled
 	case errors.Is(err, ErrNotAcquired), errors.Is(err, ErrAlreadyHeld):
 		return OutcomeNotAcquired
@@ -222,18 +222,25 @@ func lockOutcome(ctx context.Context, err error) Outcome {
 	return OutcomeError
 }
 
-// renewOutcome classifies the result of a renewal made under ctx. One that
-// ctx or an Unlock cut short (unlocked) did not fail: it was called off.
-func renewOutcome(ctx context.Context, err error, unlocked bool) Outcome {
+// renewOutcome classifies the result of a renewal. One that was called
+// off (Unlock, or the end of its caller's context, cut it short) did not
+// fail. A renewal that ran into the hold's loss deadline did: that
+// deadline is the renewal's own, not a caller's.
+func renewOutcome(err error, calledOff bool) Outcome {
 	switch {
 	case err == nil:
 		return OutcomeRenewed
 	case errors.Is(err, ErrLockLost):
 		return OutcomeLost
-	case unlocked, ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+	case calledOff:
 		return OutcomeCanceled
 	}
 	return OutcomeFailed
+}
+
+// callerEnded reports whether err is the end of the caller's ctx.
+func callerEnded(ctx context.Context, err error) bool {
+	return ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 
 // unlockOutcome classifies the result of Unlock.

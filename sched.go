@@ -312,7 +312,7 @@ func (s *scheduler) renewBatch(hs []*hold) {
 		}
 		err = h.renewed(ctx, sent, ttl, err)
 		if o := h.m.obs; o != nil {
-			r := Result{Outcome: renewOutcome(ctx, err, h.unlocked()), Err: err, Token: Token(h.dh.Token), Duration: time.Since(calls[i].Start)}
+			r := Result{Outcome: renewOutcome(err, h.unlocked()), Err: err, Token: Token(h.dh.Token), Duration: time.Since(calls[i].Start)}
 			if err == nil {
 				r.Margin = time.Until(before)
 				r.Lease = h.leaseNow()
