@@ -379,30 +379,23 @@ func (s *suite) context(t *testing.T) {
 	}
 	waiter := mustMutex(t, l2, key, dlock.WithTTL(ttl))
 
-	const wait = 300 * time.Millisecond
-	dctx, dcancel := context.WithTimeout(context.Background(), wait)
-	defer dcancel()
-	start := time.Now()
-	err := waiter.Lock(dctx)
+	overrun, err := waitShort(false, waiter.Lock)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Lock past its deadline: %v; want context.DeadlineExceeded", err)
 	}
 	if errors.Is(err, dlock.ErrUnavailable) {
 		t.Fatalf("Lock past its deadline on a held key: %v; the backend answered, so not ErrUnavailable", err)
 	}
-	if el := time.Since(start); el > wait+slack {
-		t.Fatalf("Lock returned %v after a %v deadline", el, wait)
+	if overrun > slack {
+		t.Fatalf("Lock returned %v after its deadline", overrun)
 	}
 
-	cctx, ccancel := context.WithCancel(context.Background())
-	time.AfterFunc(wait, ccancel)
-	start = time.Now()
-	err = waiter.Lock(cctx)
+	overrun, err = waitShort(true, waiter.Lock)
 	if !errors.Is(err, context.Canceled) || errors.Is(err, dlock.ErrUnavailable) {
 		t.Fatalf("Lock after cancel: %v; want context.Canceled (and not ErrUnavailable)", err)
 	}
-	if el := time.Since(start); el > wait+slack {
-		t.Fatalf("Lock returned %v after a cancel at %v", el, wait)
+	if overrun > slack {
+		t.Fatalf("Lock returned %v after its cancel", overrun)
 	}
 	if waiter.Token() != 0 {
 		t.Fatal("a waiter whose context ended reports a token")
@@ -422,7 +415,7 @@ func (s *suite) context(t *testing.T) {
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
 	m := mustMutex(t, l2, key, dlock.WithTTL(ttl))
-	start = time.Now()
+	start := time.Now()
 	if err := m.Lock(done); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Lock with a cancelled context: %v; want context.Canceled", err)
 	}

@@ -40,6 +40,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"testing"
 	"time"
 
@@ -288,6 +289,38 @@ func ctxFor(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// waitShort calls lock, a wait on a key held elsewhere, with a context
+// that ends after 300 ms (cancelled rather than past a deadline if
+// cancel is set), and reports by how much it overran its wait and what it
+// returned. A call that ended without any answer from the backend
+// (ErrUnavailable with the context's error) says nothing about how a
+// wait that outlasts its context is reported, and a loaded machine may
+// not answer within 300 ms, so such a call is made again with 1 s, then
+// 3 s. A backend that never answers, or a Locker that misreports an
+// answered wait as ErrUnavailable, still fails on the last call.
+func waitShort(cancel bool, lock func(context.Context) error) (overrun time.Duration, err error) {
+	for _, wait := range []time.Duration{300 * time.Millisecond, time.Second, 3 * time.Second} {
+		var (
+			ctx  context.Context
+			stop context.CancelFunc
+		)
+		if cancel {
+			ctx, stop = context.WithCancel(context.Background())
+			time.AfterFunc(wait, stop)
+		} else {
+			ctx, stop = context.WithTimeout(context.Background(), wait)
+		}
+		start := time.Now()
+		err = lock(ctx)
+		overrun = time.Since(start) - wait
+		stop()
+		if !errors.Is(err, dlock.ErrUnavailable) || !errors.Is(err, ctx.Err()) {
+			break
+		}
+	}
+	return overrun, err
 }
 
 func isClosed(c <-chan struct{}) bool {

@@ -236,16 +236,11 @@ func (s *suite) lockTimeoutClass(t *testing.T) {
 	}
 	for name, l := range map[string]dlock.Locker{"another Locker": l2, "the same Locker": l1} {
 		waiter := mustMutex(t, l, key, dlock.WithTTL(ttl))
-		dctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		err := waiter.Lock(dctx)
-		cancel()
+		_, err := waitShort(false, waiter.Lock)
 		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, dlock.ErrNotAcquired) || errors.Is(err, dlock.ErrUnavailable) {
 			t.Fatalf("Lock past its deadline, key held through %s: %v; want DeadlineExceeded and ErrNotAcquired, not ErrUnavailable", name, err)
 		}
-		cctx, ccancel := context.WithCancel(context.Background())
-		time.AfterFunc(300*time.Millisecond, ccancel)
-		err = waiter.Lock(cctx)
-		ccancel()
+		_, err = waitShort(true, waiter.Lock)
 		if !errors.Is(err, context.Canceled) || !errors.Is(err, dlock.ErrNotAcquired) || errors.Is(err, dlock.ErrUnavailable) {
 			t.Fatalf("Lock cancelled, key held through %s: %v; want Canceled and ErrNotAcquired, not ErrUnavailable", name, err)
 		}

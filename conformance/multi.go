@@ -189,9 +189,7 @@ func (s *suite) multiPartial(t *testing.T) {
 		if mm.Tokens() != nil || !isClosed(mm.Done()) {
 			t.Fatalf("after a failed TryLock: Tokens %v, Done closed %v; want none and closed", mm.Tokens(), isClosed(mm.Done()))
 		}
-		sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		err := mm.Lock(sctx)
-		cancel()
+		_, err := waitShort(false, mm.Lock)
 		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, dlock.ErrNotAcquired) {
 			t.Fatalf("Lock with a short context, %q held elsewhere: %v; want DeadlineExceeded and ErrNotAcquired", held, err)
 		}

@@ -81,9 +81,7 @@ func (s *suite) semaphore(t *testing.T) {
 	if err := c.TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("TryAcquire of a third permit of two: %v; want ErrNotAcquired", err)
 	}
-	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	err := c.Acquire(sctx)
-	cancel()
+	_, err := waitShort(false, c.Acquire)
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("Acquire with a short context, all permits held: %v; want DeadlineExceeded and ErrNotAcquired", err)
 	}
