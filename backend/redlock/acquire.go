@@ -64,6 +64,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 	if kw != nil {
 		life := 3 * ttl / 2
 		kw.life.Store(int64(life))
+		a.wakes = kw.wakes.Load()
 		kw.last.Store(a)
 		args[3], args[4], args[5] = kw.member, d.inbox, life.Milliseconds()
 	}
@@ -94,6 +95,9 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 	}
 	if kw != nil {
 		kw.queued.Store(len(refused) > 0)
+		if len(won) < d.quorum && len(refused) > 0 {
+			d.overtaken(kw, a, refused, refusedAt)
+		}
 	}
 	if len(won) < d.quorum {
 		if err := ctx.Err(); err != nil {

@@ -20,6 +20,8 @@ type attempt struct {
 	answers []atomic.Int32
 	// ended is set when the attempt failed or its hold was released.
 	ended atomic.Bool
+	// wakes is its key's keyWatch.wakes when it was sent.
+	wakes uint64
 }
 
 // What an instance answered to the acquire.

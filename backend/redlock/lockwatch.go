@@ -70,11 +70,42 @@ type keyWatch struct {
 	queued atomic.Bool
 	// life is how long the member's entries live unrefreshed (ns).
 	life atomic.Int64
-	// wokenBy is the owner whose release woke the watches last (d.mu).
+	// wokenBy is the owner whose release woke the watches last, heard
+	// the instances whose message of that release came (d.mu), and wakes
+	// counts the releases that woke them: an attempt made after the
+	// latest one (attempt.wakes) may have overtaken it somewhere.
 	wokenBy string
+	heard   []bool
+	wakes   atomic.Uint64
 	// last is the member's last attempt: its answers say where the member
 	// left the queues (granted there) and where it may still stand.
 	last atomic.Pointer[attempt]
+}
+
+// wake wakes the watches of kw. d.mu is held.
+func (kw *keyWatch) wake() {
+	for w := range kw.watches {
+		w.wake()
+	}
+}
+
+// overtaken wakes the watches of kw again when a's refusals show that it
+// overtook, on an instance whose message of it already came, the release
+// that woke it: the releaser still held the lock there when a reached it.
+// Such a message found a's answer there not yet in, so route left it
+// (see route); no other message of that release will come.
+func (d *Driver) overtaken(kw *keyWatch, a *attempt, refused []refusal, refusedAt []int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if kw.wokenBy == "" || a.wakes != kw.wakes.Load() {
+		return
+	}
+	for k, i := range refusedAt {
+		if refused[k].holder == kw.wokenBy && kw.heard[i] {
+			kw.wake()
+			return
+		}
+	}
 }
 
 // endedMember is a member whose wait ended, kept while an entry of it may
@@ -145,21 +176,26 @@ func (d *Driver) route(inst int, payload string) {
 	defer d.mu.Unlock()
 	if member == "" {
 		for _, kw := range d.waiting {
-			for w := range kw.watches {
-				w.wake()
-			}
+			kw.wake()
 		}
 		return
 	}
 	if kw := d.members[member]; kw != nil {
 		// One release wakes a waiter on every instance where it stands
-		// first: the first message is enough.
-		if releaser != "" && releaser == kw.wokenBy {
+		// first: the first message is enough, unless the attempt it woke
+		// was refused on this instance. The release there came after
+		// that attempt, and this message is the only news of it.
+		if releaser == "" || releaser != kw.wokenBy {
+			kw.wokenBy = releaser
+			kw.heard = make([]bool, len(d.inst))
+			kw.heard[inst] = true
+			kw.wakes.Add(1)
+			kw.wake()
 			return
 		}
-		kw.wokenBy = releaser
-		for w := range kw.watches {
-			w.wake()
+		kw.heard[inst] = true
+		if a := kw.last.Load(); a != nil && a.wakes == kw.wakes.Load() && a.answers[inst].Load() == ansRefused {
+			kw.wake()
 		}
 		return
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend/redlock"
 )
@@ -290,5 +292,88 @@ func TestWatchHearsReleaseWithoutQueue(t *testing.T) {
 	case <-w.Changed():
 	case <-time.After(5 * time.Second):
 		t.Fatal("Watch did not hear the release")
+	}
+}
+
+// slowHook delays every command and pipeline while on is set.
+type slowHook struct {
+	on    *atomic.Bool
+	delay time.Duration
+}
+
+func (h slowHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h slowHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.on.Load() {
+			time.Sleep(h.delay)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h slowHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.on.Load() {
+			time.Sleep(h.delay)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A waiter woken by the first instance a release reached, whose attempt
+// overtakes the release on the others (refused there by the holder that
+// is releasing), is woken again by those instances' messages of the same
+// release. Before, every message after the first of one release was
+// dropped, and such a waiter waited for the holder's whole lease (30s).
+func TestWakeAfterAttemptOvertookRelease(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	prefix := testPrefix()
+	raw := withParams(t, endpoint(t), "prefix", prefix)
+	// The holder's release reaches instances 2, 3 and 4 300ms after 0 and 1.
+	slow := new(atomic.Bool)
+	cs := adminClients(t, hostsOf(t, raw))
+	for _, c := range cs[2:] {
+		c.AddHook(slowHook{on: slow, delay: 300 * time.Millisecond})
+	}
+	holder, err := redlock.New(cs, redlock.Config{Prefix: prefix, Timeout: 2 * time.Second}, dlock.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	waiter, err := dlock.Open(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	for round := range 3 {
+		key := fmt.Sprintf("wake/overtaken/%d", round)
+		hm, _ := holder.NewMutex(key)
+		if err := hm.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wm, _ := waiter.NewMutex(key, dlock.WithTTL(30*time.Second))
+		got := make(chan error, 1)
+		go func() { got <- wm.Lock(ctx) }()
+		waitWaiters(ctx, t, waiter, key, 1)
+		slow.Store(true)
+		start := time.Now()
+		err := hm.Unlock(ctx)
+		slow.Store(false)
+		if err != nil {
+			t.Fatalf("round %d: Unlock: %v", round, err)
+		}
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatalf("round %d: waiter: %v", round, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: the waiter was not served %v after the release began (the holder's lease is 30s)", round, time.Since(start).Round(time.Millisecond))
+		}
+		if err := wm.Unlock(ctx); err != nil {
+			t.Fatalf("round %d: Unlock of the waiter: %v", round, err)
+		}
 	}
 }
