@@ -257,24 +257,18 @@
 // driver/bare 0.90-0.97. The 0.9x goal is met at the top of that range
 // only; the portable layer now costs 7-10 µs of a Lock+Unlock.
 //
-// Contended across processes, from the side-by-side harness (one key, each
-// worker its own OS process with its own client, 1 ms hold, 2 s per run,
-// medians of 3; Redis 7.0.15, the same shared 2-core machine at load
-// average 5-15 during the run):
-//
-//	bin/benchpeers -reps 3 -duration 2s -scenarios contended -mem=false \
-//	    -systems "bare SET NX,dlock redis://,redsync Redlock,dlock redlock://"
-//
-// with DLOCK_REDIS_URL and DLOCK_REDLOCK_URL set (make bench-peers runs the
-// same binary over every system and scenario):
+// Contended across processes, from BENCHMARKS.md (make bench-peers: one
+// key, each worker its own OS process with its own client, 1 ms hold, 2 s
+// per run, medians of 3; Redis 7.0.15, the 2-core machine, nothing else
+// running):
 //
 //	workers  system            acq/s  wait p99  handoff p99  max/min  cmds/acq  µs/acq  CPU µs/acq  RT/acq
-//	2        bare SET NX spin  604    62.8 ms    7.48 ms     761/491  4.2       53.7    150.1       2.15
-//	2        dlock redis://    584     6.3 ms    4.04 ms     585/582  21.0      210.9   269.1       2.01
-//	8        bare SET NX spin  638    220.9 ms   9.57 ms     235/88   5.0       46.5    167.7       3.02
-//	8        dlock redis://    530    36.8 ms    4.77 ms     133/132  23.1      212.4   262.8       2.02
-//	32       bare SET NX spin  364    912.8 ms  18.14 ms     48/6     9.8       54.6    308.3       7.80
-//	32       dlock redis://    495    113.9 ms   5.31 ms     32/30    23.3      267.7   341.0       2.09
+//	2        bare SET NX spin  644    64.4 ms    6.93 ms     697/589  4.1       35.2    145.7       2.15
+//	2        dlock redis://    634     2.7 ms    1.09 ms     634/633  21.0      152.7   259.9       2.00
+//	8        bare SET NX spin  666    236.0 ms   9.58 ms     228/88   5.0       38.7    160.4       2.99
+//	8        dlock redis://    588    16.5 ms    1.30 ms     148/146  23.0      153.7   255.8       2.02
+//	32       bare SET NX spin  612    484.1 ms   3.85 ms     68/14    8.6       50.4    317.3       6.64
+//	32       dlock redis://    561    65.8 ms    1.59 ms     36/34    23.2      163.6   286.2       2.08
 //
 // cmds/acq counts every command INFO commandstats reports, the scripts'
 // inner commands included, and µs/acq sums their usec (a script's usec
@@ -289,7 +283,7 @@
 // process gets its turn (fairness 1.0). The handoff and wait tails are
 // the machine's: a FIFO handoff waits for one given process to be
 // scheduled, where a spin lock takes whichever runs; with 8 waiters the
-// wait is about eight holds plus handoffs, and on this loaded machine a
-// cycle took about 2 ms, not 1. TestQueueCommandsPerAcquisitionFlat
+// wait is about eight holds plus handoffs, and on this machine a cycle
+// took about 1.7 ms, not 1. TestQueueCommandsPerAcquisitionFlat
 // checks the flat commands per acquisition on a server of its own.
 package redis
