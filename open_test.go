@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/dlock-go/dlock"
@@ -59,11 +60,17 @@ func TestOpenBadInput(t *testing.T) {
 // dlockWord matches "dlock:" as a word (not the end of "redlock:").
 var dlockWord = regexp.MustCompile(`(^|[^A-Za-z0-9_])dlock:`)
 
-// A driver's own prefix that ends in "dlock: " is not taken for dlock's.
-func TestOpenKeepsDriverPrefixes(t *testing.T) {
+// registerRedlockish registers the scheme of TestOpenKeepsDriverPrefixes
+// once, however often the test runs (go test -count).
+var registerRedlockish = sync.OnceFunc(func() {
 	dlock.Register("opentest-redlockish", func(context.Context, *url.URL) (driver.Locker, error) {
 		return nil, fmt.Errorf("redlock: 1 of 3 answered: %w", driver.ErrUnavailable)
 	})
+})
+
+// A driver's own prefix that ends in "dlock: " is not taken for dlock's.
+func TestOpenKeepsDriverPrefixes(t *testing.T) {
+	registerRedlockish()
 	_, err := dlock.Open(context.Background(), "opentest-redlockish://x")
 	const want = "dlock: open opentest-redlockish: redlock: 1 of 3 answered: backend unavailable"
 	if err == nil || err.Error() != want || !errors.Is(err, dlock.ErrUnavailable) {
