@@ -117,6 +117,11 @@ func breakLease(adm *zk.Conn, key string) error {
 	if err != nil {
 		return err
 	}
+	// The admin's server may be a follower that has not applied the
+	// create yet: sync first, as the driver does before it lists.
+	if _, err := adm.Sync(kp); err != nil {
+		return fmt.Errorf("sync %s: %w", kp, err)
+	}
 	children, _, err := adm.Children(kp)
 	if err != nil {
 		return fmt.Errorf("list %s: %w", kp, err)
