@@ -49,7 +49,7 @@ func (d *consulDriver) Watch(ctx context.Context, key string) (driver.Watch, err
 		return nil, err
 	}
 	path := d.path(key)
-	kv, meta, err := d.bc.KV().Get(path, d.qopts(ctx))
+	kv, meta, err := d.watchRead(path, d.qopts(ctx))
 	if err != nil {
 		return nil, mapErr(ctx, "watch", err)
 	}
@@ -72,12 +72,33 @@ func (d *consulDriver) Watch(ctx context.Context, key string) (driver.Watch, err
 
 func isFree(kv *api.KVPair) bool { return kv == nil || kv.Session == "" }
 
+// watchRead reads the key at path by listing path as a prefix. A blocking
+// read of the key itself cannot follow a missing key: Consul answers "not
+// found, and still not found" as no change, so a hold taken and released
+// between two runs of the query (an Election's announcement, a quick
+// Lock+Unlock) never ends it. A listing's index is that of the newest
+// entry or tombstone under the prefix, so the released key's tombstone
+// moves it. Keys that merely begin with path are skipped (they can only
+// cause a spurious signal).
+func (d *consulDriver) watchRead(path string, q *api.QueryOptions) (*api.KVPair, *api.QueryMeta, error) {
+	pairs, meta, err := d.bc.KV().List(path, q)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, p := range pairs {
+		if p.Key == path {
+			return p, meta, nil
+		}
+	}
+	return nil, meta, nil
+}
+
 // watchLoop returns when the watch is closed or breaks; the caller then
 // closes the channel, which tells the portable layer to watch again.
 func (d *consulDriver) watchLoop(ctx context.Context, w *watch, path string, index uint64, free bool) {
 	for {
 		q := (&api.QueryOptions{WaitIndex: index, WaitTime: monitorWait}).WithContext(ctx)
-		kv, meta, err := d.bc.KV().Get(path, q)
+		kv, meta, err := d.watchRead(path, q)
 		if err != nil || w.closed.Load() || ctx.Err() != nil {
 			return
 		}

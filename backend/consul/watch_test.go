@@ -101,3 +101,51 @@ func TestWatchSeesAHoldThatCameAndWent(t *testing.T) {
 		t.Fatal("a hold taken and released while the query was on its way was never signalled")
 	}
 }
+
+// A hold that comes and goes while the watch's query blocks on the agent
+// must end that query: Consul answers a blocking read of a missing key
+// that is still missing after a change as no change, so a watch that read
+// the key itself missed a Lock+Unlock faster than the query's rerun (an
+// Election's observer missed a leader this way, about one announcement
+// in sixty). Here the key is set and deleted in one transaction, which
+// such a watch never saw.
+func TestWatchSeesAKeyCreatedAndDeletedWhileBlocked(t *testing.T) {
+	ctx := ctxFor(t, 30*time.Second)
+	d, err := open(ctx, testURL(t, endpoint(t), ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	watcher := d.(*consulDriver)
+	c := newClient(t, endpoint(t))
+	key := testKey(t, "k")
+	path := watcher.path(key)
+	w, err := watcher.Watch(ctx, key)
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	defer w.Close()
+	select {
+	case <-w.Changed(): // free when the watch began
+	case <-time.After(5 * time.Second):
+		t.Fatal("no signal for a key free when the watch began")
+	}
+	for round := range 3 {
+		time.Sleep(300 * time.Millisecond) // the query is blocking on the agent
+		ok, _, _, err := c.Txn().Txn(api.TxnOps{
+			{KV: &api.KVTxnOp{Verb: api.KVSet, Key: path, Value: []byte("came")}},
+			{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: path}},
+		}, nil)
+		if err != nil || !ok {
+			t.Fatalf("round %d: set and delete in one transaction: %v, %v", round, ok, err)
+		}
+		select {
+		case _, ok := <-w.Changed():
+			if !ok {
+				t.Fatalf("round %d: the watch broke instead of signalling", round)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: a key set and deleted while the query blocked was never signalled", round)
+		}
+	}
+}
