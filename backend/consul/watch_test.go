@@ -1,6 +1,7 @@
 package consul
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -32,6 +33,23 @@ func (g *gatedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	return g.next.RoundTrip(r)
+}
+
+// watchFree watches key, free when the watch begins, and waits for the
+// signal that says so; the watch is closed when the test ends.
+func watchFree(ctx context.Context, t *testing.T, d *consulDriver, key string) driver.Watch {
+	t.Helper()
+	w, err := d.Watch(ctx, key)
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	select {
+	case <-w.Changed():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no signal for a key free when the watch began")
+	}
+	return w
 }
 
 // A hold taken and released while the watch's query is on its way leaves
@@ -69,16 +87,7 @@ func TestWatchSeesAHoldThatCameAndWent(t *testing.T) {
 	watcher.bc = bc
 
 	key := testKey(t, "k")
-	w, err := watcher.Watch(ctx, key)
-	if err != nil {
-		t.Fatalf("Watch: %v", err)
-	}
-	defer w.Close()
-	select {
-	case <-w.Changed(): // free when the watch began
-	case <-time.After(5 * time.Second):
-		t.Fatal("no signal for a key free when the watch began")
-	}
+	w := watchFree(ctx, t, watcher, key)
 	select {
 	case <-g.arrived:
 	case <-time.After(10 * time.Second):
@@ -120,16 +129,7 @@ func TestWatchSeesAKeyCreatedAndDeletedWhileBlocked(t *testing.T) {
 	c := newClient(t, endpoint(t))
 	key := testKey(t, "k")
 	path := watcher.path(key)
-	w, err := watcher.Watch(ctx, key)
-	if err != nil {
-		t.Fatalf("Watch: %v", err)
-	}
-	defer w.Close()
-	select {
-	case <-w.Changed(): // free when the watch began
-	case <-time.After(5 * time.Second):
-		t.Fatal("no signal for a key free when the watch began")
-	}
+	w := watchFree(ctx, t, watcher, key)
 	for round := range 3 {
 		time.Sleep(300 * time.Millisecond) // the query is blocking on the agent
 		ok, _, _, err := c.Txn().Txn(api.TxnOps{
