@@ -71,6 +71,10 @@ type Config struct {
 	// renewal instead (within TTL/3). URL: monitors=64 (monitors=0 for
 	// none).
 	Monitors int
+	// SessionPerHold gives every hold a session of its own instead of one
+	// session per TTL shared by all the holds of the Locker (see "Sessions"
+	// in the package documentation). URL: session_per_hold=true.
+	SessionPerHold bool
 }
 
 // resolve applies the defaults.
@@ -91,14 +95,16 @@ func (c Config) resolve() config {
 	case c.Monitors > 0:
 		out.monitors = c.Monitors
 	}
+	out.sessionPerHold = c.SessionPerHold
 	return out
 }
 
 // config is the resolved Config (and what a URL says).
 type config struct {
-	prefix    string
-	lockDelay time.Duration
-	monitors  int
+	prefix         string
+	lockDelay      time.Duration
+	monitors       int
+	sessionPerHold bool
 }
 
 func defaultConfig() config {
@@ -217,8 +223,9 @@ type consulDriver struct {
 	addr      string // agent address, for messages
 	prefix    string
 	lockDelay time.Duration
-	monSem    chan struct{} // one token per running monitor
-	pool      pool
+	monSem    chan struct{}   // one token per running monitor
+	pool      pool            // sessions of their own (SessionPerHold)
+	shared    *sharedSessions // shared sessions; nil with SessionPerHold
 	fair      fairness
 
 	ctx    context.Context // ends monitors and watches on Close
@@ -250,6 +257,9 @@ func newDriver(c, bc *api.Client, owned []*http.Transport, cfg config) *consulDr
 		cancel:    cancel,
 	}
 	d.pool = pool{d: d, idle: map[time.Duration][]idleSession{}}
+	if !cfg.sessionPerHold {
+		d.shared = newSharedSessions(d)
+	}
 	d.fair = fairness{keys: map[string]*contention{}}
 	d.bgCond = sync.NewCond(&d.bgMu)
 	return d
@@ -304,13 +314,16 @@ func (d *consulDriver) background(f func(ctx context.Context)) {
 	})
 }
 
-// Close destroys idle sessions, stops monitors and watches, waits for
+// Close destroys idle and shared sessions, stops monitors and watches, waits for
 // background cleanup, and closes the connections of clients it made.
 func (d *consulDriver) Close() error {
 	if d.closed.Swap(true) {
 		return nil
 	}
 	d.pool.close()
+	if d.shared != nil {
+		d.shared.close()
+	}
 	d.cancel()
 	d.bgMu.Lock()
 	for d.bgN > 0 {

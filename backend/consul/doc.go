@@ -4,7 +4,7 @@
 //
 // # URL
 //
-//	consul://HOST:PORT/PREFIX?lockdelay=15s&monitors=64&ttl=30s&autorenew=true
+//	consul://HOST:PORT/PREFIX?lockdelay=15s&monitors=64&session_per_hold=false&ttl=30s&autorenew=true
 //
 // where
 //
@@ -18,6 +18,8 @@
 //     default; 0 turns it off; at most 60s). See below.
 //   - monitors: how many holds of the Locker are watched by a blocking
 //     query at a time (default 64; 0 for none). See "Loss" below.
+//   - session_per_hold: give every hold a session of its own instead of
+//     sharing one per TTL (default false). See "Sessions" below.
 //   - ttl, autorenew: the portable parameters (see dlock.Open). The TTL
 //     must be between 10s and 24h, the session TTLs Consul accepts.
 //
@@ -36,26 +38,56 @@
 //
 // # How a lock works
 //
-// Every hold has a session of its own: TTL only (no health checks, so only
-// its TTL or an explicit destroy ends it), behavior=delete (when it ends,
-// its lock key is deleted), and the configured lock-delay. Acquiring is one
-// transaction, [lock KEY with the session, get KEY], so the fencing token,
-// the ModifyIndex the lock wrote, is read atomically with the acquire.
-// ModifyIndex is a Raft index, so it grows with every write to the cluster
-// and is strictly greater for every new holder; LockIndex is not usable, it
-// restarts at 1 when a key is deleted and re-created. Tokens go back only
-// if the cluster's Raft log starts over (a dev agent restarted, a cluster
-// rebuilt from nothing), which also loses every lock.
+// A hold is a KV key locked by a session: TTL only (no health checks, so
+// only its TTL or an explicit destroy ends it), behavior=delete (when it
+// ends, the keys it locks are deleted), and the configured lock-delay.
+// Acquiring is one transaction, [lock KEY with the session, get KEY], so
+// the fencing token, the ModifyIndex the lock wrote, is read atomically
+// with the acquire. ModifyIndex is a Raft index, so it grows with every
+// write to the cluster and is strictly greater for every new holder;
+// LockIndex is not usable, it restarts at 1 when a key is deleted and
+// re-created. Tokens go back only if the cluster's Raft log starts over (a
+// dev agent restarted, a cluster rebuilt from nothing), which also loses
+// every lock.
 //
 // Unlock is the transaction [check-session KEY, delete-cas KEY at the
 // acquire's index]: it deletes the key only if it is still this hold's, so
 // it can never free a later hold, not even one taken with the same
-// session. The session then waits in a small pool (a quarter of its TTL at
-// most) and backs the Locker's next hold, so that a Lock usually costs one
-// round trip and an Unlock one; a session older than that is destroyed
-// rather than reused, so a new hold always has at least three quarters of
-// its TTL ahead. Renew renews the session (Consul returns the TTL it
+// session. An acquire whose answer is lost (a timeout, a broken
+// connection) is undone in the background if it was applied: the acquire
+// writes a random nonce in the key's flags, and the key is deleted only if
+// it still carries it. Renew renews the session (Consul returns the TTL it
 // granted) and checks that the key is still the hold's.
+//
+// # Sessions
+//
+// By default the holds of a Locker share one session per TTL, so that many
+// holds cost what one does: a Lock usually costs one round trip (the
+// acquire transaction) and an Unlock one, and the watchdog renews every
+// hold that falls due together with one renewal of the shared session and
+// read-only transactions that check up to 64 of their keys each
+// (driver.BatchRenewer): a renewal round of 100,000 holds is one session
+// renewal and about 1,600 reads, not 100,000 renewals. A shared session
+// whose renewal is due (a third of its TTL gone) is renewed before it backs
+// a new hold, so a new hold has at least two thirds of its TTL ahead; one
+// older than three quarters of its TTL is replaced by a new one, and the
+// old one is destroyed once its last hold has ended.
+//
+// A shared session that ends (its TTL ran out because the process could
+// not renew it, or it was destroyed from outside) deletes every key it
+// locks, so every hold on it is lost, each with its own Done and
+// ErrLockLost. Each hold keeps its own validity, the one a session of its
+// own would give it: before every renewal of a shared session, the holds
+// whose validity has run out (their owner stopped renewing them: autorenew
+// off, or a watchdog that gave up) have their keys deleted and are marked
+// lost, so that the renewals that serve the other holds never keep them.
+//
+// With session_per_hold=true (Config.SessionPerHold) every hold has a
+// session of its own, renewed on its own: one lost session ends one hold.
+// Between holds a session waits in a small pool (a quarter of its TTL at
+// most) and backs the Locker's next hold, so a Lock still usually costs
+// one round trip; a session older than that is destroyed rather than
+// reused.
 //
 // A Lock that finds the key held waits on a blocking query on the key and
 // retries when the key becomes free (deleted or unlocked); a change from
@@ -99,10 +131,10 @@
 // Consul accepts session TTLs from 10s to 24h; other TTLs are refused when
 // the Mutex is made (driver.Limiter). The validity window is the TTL,
 // measured from the moment the session was created or last renewed (for a
-// session reused from the pool, that is before the acquire). Consul never
-// ends a session before its TTL, but may take up to twice the TTL to do so
-// after its holder died: a successor may wait that long (plus the
-// lock-delay). The conformance capabilities declare this as ExpiryGrace =
+// shared session, or one reused from the pool, that is before the
+// acquire). Consul never ends a session before its TTL, but may take up to
+// twice the TTL to do so after its holder died: a successor may wait that
+// long (plus the lock-delay). The conformance capabilities declare this as ExpiryGrace =
 // TTL.
 //
 // # Lock-delay
@@ -164,7 +196,7 @@
 //	          acquisitions max/min    1.00-1.08
 //
 // Uncontended, a dlock Lock+Unlock is two writes (the acquire and release
-// transactions, on a pooled session); api.Lock creates a session, reads the
+// transactions, on the shared session); api.Lock creates a session, reads the
 // key, acquires, releases and destroys the session. Contended, api.Lock's
 // low median is the releasing process taking the lock straight back before
 // the others' blocking queries return: one contender got nearly every

@@ -46,7 +46,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 // unmonitored ones at their next renewal.
 func TestSessionDestroyedFromOutside(t *testing.T) {
 	a := newAdmin(t, endpoint(t))
-	for _, params := range []string{"lockdelay=0s", "lockdelay=0s&monitors=0"} {
+	for _, params := range []string{"lockdelay=0s", "lockdelay=0s&monitors=0", "lockdelay=0s&monitors=0&session_per_hold=true"} {
 		t.Run(params, func(t *testing.T) {
 			l1, l2 := testLocker(t, params), testLocker(t, params)
 			key := testKey(t, "k")
@@ -133,11 +133,16 @@ func TestLockDelay(t *testing.T) {
 	_ = m2.Unlock(ctxFor(t, 10*time.Second))
 }
 
-// heldAndReleased opens a driver, takes a key with it and releases it, so
-// that the hold's session waits in the pool.
-func heldAndReleased(t *testing.T, ctx context.Context) (*consulDriver, driver.Request, driver.Hold) {
+// sessionModes are the URL parameters of the two ways holds get their
+// session: one shared session per TTL (the default), or one each.
+var sessionModes = []string{"lockdelay=0s", "lockdelay=0s&session_per_hold=true"}
+
+// heldAndReleased opens a driver with params, takes a key with it and
+// releases it, so that the hold's session waits in the pool (or stays the
+// driver's shared session).
+func heldAndReleased(t *testing.T, ctx context.Context, params string) (*consulDriver, driver.Request, driver.Hold) {
 	t.Helper()
-	d, err := open(ctx, testURL(t, endpoint(t), "lockdelay=0s"))
+	d, err := open(ctx, testURL(t, endpoint(t), params))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,10 +160,16 @@ func heldAndReleased(t *testing.T, ctx context.Context) (*consulDriver, driver.R
 }
 
 // A Release can never free a later hold, even one taken with the same
-// (pooled) session.
+// (pooled or shared) session.
 func TestReleaseGuardedByIndex(t *testing.T) {
+	for _, params := range sessionModes {
+		t.Run(params, func(t *testing.T) { testReleaseGuardedByIndex(t, params) })
+	}
+}
+
+func testReleaseGuardedByIndex(t *testing.T, params string) {
 	ctx := ctxFor(t, 30*time.Second)
-	d, req, h1 := heldAndReleased(t, ctx)
+	d, req, h1 := heldAndReleased(t, ctx, params)
 	h2, err := d.TryAcquire(ctx, req)
 	if err != nil {
 		t.Fatalf("second TryAcquire: %v", err)
@@ -312,11 +323,18 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	}
 }
 
-// An idle pooled session destroyed from outside is replaced, not reported.
+// An idle pooled (or shared) session destroyed from outside is replaced,
+// not reported.
 func TestPooledSessionDestroyed(t *testing.T) {
+	for _, params := range sessionModes {
+		t.Run(params, func(t *testing.T) { testPooledSessionDestroyed(t, params) })
+	}
+}
+
+func testPooledSessionDestroyed(t *testing.T, params string) {
 	ctx := ctxFor(t, 30*time.Second)
 	a := newAdmin(t, endpoint(t))
-	d, req, h1 := heldAndReleased(t, ctx)
+	d, req, h1 := heldAndReleased(t, ctx, params)
 	pooled := h1.State.(*hold).s
 	if _, err := a.c.Session().Destroy(pooled.id, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -48,18 +49,14 @@ func (d *consulDriver) TryAcquire(ctx context.Context, req driver.Request) (driv
 		return driver.Hold{}, err
 	}
 	for attempt := 0; ; attempt++ {
-		s, pooled := d.pool.get(req.TTL), true
-		if s == nil {
-			var err error
-			if s, err = d.createSession(ctx, req.TTL); err != nil {
-				return driver.Hold{}, err
-			}
-			pooled = false
+		s, reused, err := d.sessionFor(ctx, req.TTL)
+		if err != nil {
+			return driver.Hold{}, err
 		}
 		h, err := d.acquire(ctx, path, req.TTL, req.Meta, s)
 		if errors.Is(err, errInvalidSession) {
-			if pooled && attempt == 0 {
-				continue // the idle session was lost meanwhile: once more with a new one
+			if reused && attempt == 0 {
+				continue // the session was lost meanwhile: once more with a new one
 			}
 			// A session destroyed between its creation and its first use:
 			// someone is destroying sessions; worth a retry later.
@@ -69,26 +66,50 @@ func (d *consulDriver) TryAcquire(ctx context.Context, req driver.Request) (driv
 	}
 }
 
+// sessionFor returns the session a new hold of ttl goes on: the Locker's
+// shared session of that TTL, or (Config.SessionPerHold) an idle one from
+// the pool or a new one. reused says it may have ended since it was last
+// seen alive.
+func (d *consulDriver) sessionFor(ctx context.Context, ttl time.Duration) (s *session, reused bool, err error) {
+	if d.shared != nil {
+		s, err = d.shared.get(ctx, ttl)
+		return s, true, err
+	}
+	if s = d.pool.get(ttl); s != nil {
+		return s, true, nil
+	}
+	s, err = d.createSession(ctx, ttl)
+	return s, false, err
+}
+
 var errInvalidSession = errors.New("consul: session no longer exists")
 
 func (d *consulDriver) acquire(ctx context.Context, path string, ttl time.Duration, meta string, s *session) (driver.Hold, error) {
+	// nonce marks this acquire's write (the key's Flags), so that an
+	// ambiguous one is undone only if it was applied: on a shared session
+	// the key's session alone does not tell this acquire from a later one.
+	nonce := rand.Uint64() | 1
 	ops := api.TxnOps{
 		// The key's value is the holder's description, for Inspect.
-		{KV: &api.KVTxnOp{Verb: api.KVLock, Key: path, Session: s.id, Value: []byte(meta)}},
+		{KV: &api.KVTxnOp{Verb: api.KVLock, Key: path, Session: s.id, Value: []byte(meta), Flags: nonce}},
 		{KV: &api.KVTxnOp{Verb: api.KVGet, Key: path}},
 	}
 	ok, resp, _, err := d.c.Txn().Txn(ops, d.qopts(ctx))
 	if err != nil {
-		// Ambiguous: the lock may have been applied. Free it (only if it is
-		// this session's) and end the session, in the background.
-		d.abandon(path, s, 0)
+		// Ambiguous: the lock may have been applied. Undo it if it was,
+		// in the background.
+		d.abandonAcquire(path, s, nonce)
 		return driver.Hold{}, mapErr(ctx, "acquire", err)
 	}
 	if !ok {
 		if invalidSession(resp) {
+			if s.shared {
+				d.shared.put(s)
+				d.shared.gone(s)
+			}
 			return driver.Hold{}, fmt.Errorf("%w: %s", errInvalidSession, txnErrors(resp))
 		}
-		d.pool.put(ttl, s)
+		d.giveBack(s)
 		d.fair.failed(path)
 		return driver.Hold{}, d.heldError(ctx, path)
 	}
@@ -97,14 +118,29 @@ func (d *consulDriver) acquire(ctx context.Context, path string, ttl time.Durati
 		kv = resp.Results[1].KV
 	}
 	if kv == nil || kv.Session != s.id || kv.ModifyIndex == 0 {
-		d.abandon(path, s, 0)
+		d.abandonAcquire(path, s, nonce)
 		return driver.Hold{}, driver.Unavailable(fmt.Errorf("consul: acquire %q: unexpected transaction result", path))
 	}
 	d.fair.acquired(path)
 	h := &hold{path: path, s: s, ttl: ttl, token: kv.ModifyIndex}
-	s.bind(h)
+	since, sttl := s.state()
+	if s.shared {
+		s.track(h, since.Add(sttl))
+	} else {
+		s.bind(h)
+	}
 	d.startMonitor(h)
-	return driver.Hold{Token: kv.ModifyIndex, TTL: s.ttl, Since: s.renewedAt(), Lost: h.lost.Chan(), State: h}, nil
+	return driver.Hold{Token: kv.ModifyIndex, TTL: sttl, Since: since, Lost: h.lost.Chan(), State: h}, nil
+}
+
+// giveBack returns a session that backs no hold after a refused acquire:
+// to the pool, or as one user fewer of a shared session.
+func (d *consulDriver) giveBack(s *session) {
+	if s.shared {
+		d.shared.put(s)
+		return
+	}
+	d.pool.put(s.want, s)
 }
 
 // heldError says why an acquire failed. When the key is held, by whom does
@@ -121,19 +157,31 @@ func (d *consulDriver) heldError(ctx context.Context, path string) error {
 	return &driver.HeldError{Remaining: d.fair.lockDelayBackoff(path, d.lockDelay)}
 }
 
-// abandon cleans up after a hold that may or may not exist (an ambiguous
-// acquire, a failed release): delete the key if it is still locked by s at
-// index (any index when 0), then destroy s. The key is deleted before the
-// session ends so that no lock-delay is applied to it.
+// abandon cleans up after a hold on a session of its own that may or may
+// not exist (a failed release): delete the key if it is still locked by s
+// at index, then destroy s. The key is deleted before the session ends so
+// that no lock-delay is applied to it.
 func (d *consulDriver) abandon(path string, s *session, index uint64) {
 	d.background(func(ctx context.Context) {
-		ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: path, Session: s.id}}}
-		if index != 0 {
-			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDeleteCAS, Key: path, Index: index}})
-		} else {
-			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: path}})
+		_, _, _, _ = d.c.Txn().Txn(dropOps(path, s.id, index), d.qopts(ctx))
+		_, _ = d.c.Session().Destroy(s.id, d.wopts(ctx))
+	})
+}
+
+// abandonAcquire undoes, in the background, an acquire whose outcome is
+// not known: if the key is locked by s with the acquire's nonce, it is
+// deleted at the index read. A session of its own is then destroyed; a
+// shared one counts one user fewer.
+func (d *consulDriver) abandonAcquire(path string, s *session, nonce uint64) {
+	d.background(func(ctx context.Context) {
+		kv, _, err := d.c.KV().Get(path, d.qopts(ctx))
+		if err == nil && kv != nil && kv.Session == s.id && kv.Flags == nonce {
+			_, _, _, _ = d.c.Txn().Txn(dropOps(path, s.id, kv.ModifyIndex), d.qopts(ctx))
 		}
-		_, _, _, _ = d.c.Txn().Txn(ops, d.qopts(ctx))
+		if s.shared {
+			d.shared.put(s)
+			return
+		}
 		_, _ = d.c.Session().Destroy(s.id, d.wopts(ctx))
 	})
 }
@@ -148,8 +196,9 @@ func holdOf(h driver.Hold) (*hold, error) {
 
 // Release deletes the key if it is still this hold's: locked by its session
 // and unmodified since the acquire (delete-cas at the acquire's index), so
-// that it never frees a later hold, even one by the same session. The
-// session then goes back to the pool.
+// that it never frees a later hold, even one by the same session. A
+// session of its own then goes back to the pool; a shared one counts one
+// hold fewer.
 func (d *consulDriver) Release(ctx context.Context, h driver.Hold) error {
 	hs, err := holdOf(h)
 	if err != nil {
@@ -163,6 +212,20 @@ func (d *consulDriver) Release(ctx context.Context, h driver.Hold) error {
 	// lost, before): then the session is not this hold's to end.
 	cleanup := func(abandon bool) {
 		hs.stopMonitor()
+		if hs.s.shared {
+			if !abandon {
+				d.shared.untrack(hs)
+				return
+			}
+			// The key goes before the hold stops counting: a session
+			// retired with the key still locked would put a lock-delay
+			// on it.
+			d.background(func(ctx context.Context) {
+				_, _, _, _ = d.c.Txn().Txn(dropOps(hs.path, hs.s.id, hs.token), d.qopts(ctx))
+				d.shared.untrack(hs)
+			})
+			return
+		}
 		if !hs.s.unbind(hs) {
 			return
 		}
@@ -178,11 +241,7 @@ func (d *consulDriver) Release(ctx context.Context, h driver.Hold) error {
 		cleanup(true)
 		return err
 	}
-	ops := api.TxnOps{
-		{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: hs.path, Session: hs.s.id}},
-		{KV: &api.KVTxnOp{Verb: api.KVDeleteCAS, Key: hs.path, Index: hs.token}},
-	}
-	ok, resp, _, err := d.c.Txn().Txn(ops, d.qopts(ctx))
+	ok, resp, _, err := d.c.Txn().Txn(dropOps(hs.path, hs.s.id, hs.token), d.qopts(ctx))
 	if err != nil {
 		cleanup(true)
 		return mapErr(ctx, "release", err)
@@ -192,7 +251,10 @@ func (d *consulDriver) Release(ctx context.Context, h driver.Hold) error {
 		cleanup(false)
 		return fmt.Errorf("consul: release %q: %w (%s)", hs.path, driver.ErrNotHeld, txnErrors(resp))
 	}
-	if hs.s.unbind(hs) {
+	hs.stopMonitor()
+	if hs.s.shared {
+		d.shared.untrack(hs)
+	} else if hs.s.unbind(hs) {
 		d.pool.put(hs.ttl, hs.s)
 	}
 	return nil
@@ -208,13 +270,17 @@ func (d *consulDriver) Renew(ctx context.Context, h driver.Hold) (time.Duration,
 	if err := d.check(ctx); err != nil {
 		return 0, err
 	}
+	if hs.s.shared {
+		ttls, errs := d.renewSharedHolds(ctx, hs.s, []*hold{hs})
+		return ttls[0], errs[0]
+	}
 	ttl, ok, err := d.renewSession(ctx, hs.s)
 	if err != nil {
 		return 0, err
 	}
 	if !ok {
 		hs.lost.Mark()
-		return 0, fmt.Errorf("consul: renew %q: session invalidated: %w", hs.path, driver.ErrLockLost)
+		return 0, errSessionGone(hs.path)
 	}
 	kv, _, err := d.c.KV().Get(hs.path, d.qopts(ctx))
 	if err != nil {

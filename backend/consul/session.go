@@ -16,16 +16,24 @@ const sessionName = "dlock"
 const maxIdleSessions = 32
 
 // session is one Consul session: TTL only (no health checks, so only its
-// TTL or an explicit destroy ends it), behavior=delete (its lock key is
-// deleted when it ends), and the driver's lock-delay. A session serves at
-// most one hold at a time; between holds it waits in the pool.
+// TTL or an explicit destroy ends it), behavior=delete (its lock keys are
+// deleted when it ends), and the driver's lock-delay. A session of its own
+// serves at most one hold at a time and waits in the pool between holds; a
+// shared session (see sharedSessions) backs many holds at once.
 type session struct {
-	id  string
-	ttl time.Duration // as granted by the server
+	id     string
+	want   time.Duration // the TTL asked for: the pool or shared bucket
+	ttl    time.Duration // as granted by the server
+	shared bool
 
 	mu    sync.Mutex
 	since time.Time // when the create or the last successful renew was sent
-	hold  *hold     // the hold the session backs, nil while idle
+	hold  *hold     // own session: the hold it backs, nil while idle
+
+	// Shared sessions only; guarded by mu.
+	refs  int                 // holds on it plus acquires in flight with it
+	holds map[*hold]time.Time // each hold's own validity end (see sweep)
+	dead  bool                // found gone on the server
 }
 
 // bind records that s backs h.
@@ -47,10 +55,11 @@ func (s *session) unbind(h *hold) bool {
 	return true
 }
 
-func (s *session) renewedAt() time.Time {
+// state returns when the session's TTL began to run and how long it runs.
+func (s *session) state() (since time.Time, ttl time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.since
+	return s.since, s.ttl
 }
 
 func (s *session) renewed(sent time.Time, ttl time.Duration) {
@@ -68,7 +77,8 @@ func (s *session) renewed(sent time.Time, ttl time.Duration) {
 // runs from its last renewal, so a new hold on it gets a validity window
 // of at least three quarters of the TTL.
 func (s *session) reusable(now time.Time) bool {
-	return now.Sub(s.renewedAt()) < s.ttl/4
+	since, ttl := s.state()
+	return now.Sub(since) < ttl/4
 }
 
 func (d *consulDriver) wopts(ctx context.Context) *api.WriteOptions {
@@ -93,7 +103,7 @@ func (d *consulDriver) createSession(ctx context.Context, ttl time.Duration) (*s
 	if _, err := d.c.Raw().Write("/v1/session/create", body, &out, d.wopts(ctx)); err != nil {
 		return nil, mapErr(ctx, "create session", err)
 	}
-	return &session{id: out.ID, ttl: ttl, since: sent}, nil
+	return &session{id: out.ID, want: ttl, ttl: ttl, since: sent}, nil
 }
 
 // renewSession renews s and returns the TTL the server granted. ok is false
@@ -107,7 +117,7 @@ func (d *consulDriver) renewSession(ctx context.Context, s *session) (ttl time.D
 	if entry == nil {
 		return 0, false, nil
 	}
-	ttl = s.ttl
+	_, ttl = s.state()
 	if t, perr := time.ParseDuration(entry.TTL); perr == nil && t > 0 {
 		ttl = t
 	}
@@ -159,13 +169,14 @@ func (p *pool) get(ttl time.Duration) *session {
 func (p *pool) put(ttl time.Duration, s *session) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	age := time.Since(s.renewedAt())
-	if p.closed || len(p.idle[ttl]) >= maxIdleSessions || age >= s.ttl/4 {
+	since, sttl := s.state()
+	age := time.Since(since)
+	if p.closed || len(p.idle[ttl]) >= maxIdleSessions || age >= sttl/4 {
 		p.d.destroyLater(s)
 		return
 	}
 	is := idleSession{s: s}
-	is.timer = time.AfterFunc(s.ttl/4-age, func() { p.expire(ttl, s) })
+	is.timer = time.AfterFunc(sttl/4-age, func() { p.expire(ttl, s) })
 	p.idle[ttl] = append(p.idle[ttl], is)
 }
 

@@ -66,6 +66,7 @@ func parseURL(u *url.URL) (*api.Config, config, error) {
 	p := driver.NewParams(u)
 	c.lockDelay = p.Duration("lockdelay", c.lockDelay)
 	c.monitors = p.Int("monitors", c.monitors)
+	c.sessionPerHold = p.Bool("session_per_hold", c.sessionPerHold)
 	if err := p.Done(); err != nil {
 		return nil, c, err
 	}

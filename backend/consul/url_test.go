@@ -22,6 +22,7 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		"consul://127.0.0.1:8500?lockdelay=1s&lockdelay=2s",
 		"consul://127.0.0.1:8500?monitors=-1",
 		"consul://127.0.0.1:8500?monitors=many",
+		"consul://127.0.0.1:8500?session_per_hold=maybe",
 		"consul://127.0.0.1:8500?ttl=ten",
 		"consul://127.0.0.1:8500,127.0.0.2:8500",
 		"consul://127.0.0.1:/p",
@@ -57,12 +58,13 @@ func TestParseURL(t *testing.T) {
 		prefix    string
 		lockDelay time.Duration
 		monitors  int
+		perHold   bool
 	}{
-		{"consul://127.0.0.1:8500", "127.0.0.1:8500", DefaultPrefix, DefaultLockDelay, DefaultMonitors},
-		{"consul://127.0.0.1/", "127.0.0.1:8500", DefaultPrefix, DefaultLockDelay, DefaultMonitors},
-		{"consul://localhost:18500/app/locks/?lockdelay=0s&monitors=0", "localhost:18500", "app/locks", 0, 0},
-		{"consul:///svc.v1?lockdelay=250ms", "10.1.2.3:8501", "svc.v1", 250 * time.Millisecond, DefaultMonitors},
-		{"consul://[::1]:8500/x", "[::1]:8500", "x", DefaultLockDelay, DefaultMonitors},
+		{"consul://127.0.0.1:8500", "127.0.0.1:8500", DefaultPrefix, DefaultLockDelay, DefaultMonitors, false},
+		{"consul://127.0.0.1/", "127.0.0.1:8500", DefaultPrefix, DefaultLockDelay, DefaultMonitors, false},
+		{"consul://localhost:18500/app/locks/?lockdelay=0s&monitors=0", "localhost:18500", "app/locks", 0, 0, false},
+		{"consul:///svc.v1?lockdelay=250ms", "10.1.2.3:8501", "svc.v1", 250 * time.Millisecond, DefaultMonitors, false},
+		{"consul://[::1]:8500/x?session_per_hold=true", "[::1]:8500", "x", DefaultLockDelay, DefaultMonitors, true},
 	} {
 		u, err := url.Parse(c.raw)
 		if err != nil {
@@ -73,9 +75,11 @@ func TestParseURL(t *testing.T) {
 			t.Errorf("parseURL(%q): %v", c.raw, err)
 			continue
 		}
-		if cfg.Address != c.addr || got.prefix != c.prefix || got.lockDelay != c.lockDelay || got.monitors != c.monitors {
-			t.Errorf("parseURL(%q) = address %q prefix %q lockdelay %v monitors %d; want %q %q %v %d",
-				c.raw, cfg.Address, got.prefix, got.lockDelay, got.monitors, c.addr, c.prefix, c.lockDelay, c.monitors)
+		if cfg.Address != c.addr || got.prefix != c.prefix || got.lockDelay != c.lockDelay || got.monitors != c.monitors ||
+			got.sessionPerHold != c.perHold {
+			t.Errorf("parseURL(%q) = address %q prefix %q lockdelay %v monitors %d session_per_hold %v; want %q %q %v %d %v",
+				c.raw, cfg.Address, got.prefix, got.lockDelay, got.monitors, got.sessionPerHold,
+				c.addr, c.prefix, c.lockDelay, c.monitors, c.perHold)
 		}
 	}
 }
