@@ -71,6 +71,18 @@
 //   - State files are never deleted by the backend (a key's file holds its
 //     token counter); a directory grows by one small file per key ever used.
 //
+// # Many holds
+//
+// A hold keeps no file descriptor open: every call opens the key's state
+// file, flocks it for one read-modify-write and closes it. So the number
+// of holds is not bounded by the open-file limit (RLIMIT_NOFILE bounds
+// only the calls running at once) but by renewal work: each renewal is
+// one such read-modify-write, about 40 µs of CPU, and the watchdog renews
+// every hold each TTL/3. N holds cost 3N/TTL of them a second: 100,000
+// holds at the default 30s TTL are 10,000 a second (held without a loss
+// in BENCHMARKS.md); at a 3s TTL they are 100,000 a second, more than two
+// cores can do, and BENCHMARKS.md shows the holds lost for it.
+//
 // # Benchmarks
 //
 // See the BENCHMARKS section in the package's conformance test file.

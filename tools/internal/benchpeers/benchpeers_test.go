@@ -93,6 +93,14 @@ func TestHarnessMem(t *testing.T) {
 	checkShape(t, cfg, rs, []string{"dlock mem://"}, []string{"dlock mem://"})
 }
 
+// TestHarnessFile runs dlock file:// on a lock directory of its own, the
+// contended workers as processes of this test binary sharing it.
+func TestHarnessFile(t *testing.T) {
+	cfg := tiny(Endpoints{File: "file://" + t.TempDir()})
+	rs := Run(testenv.Context(t, 2*time.Minute), cfg)
+	checkShape(t, cfg, rs, []string{"dlock file://"}, []string{"dlock file://"})
+}
+
 // TestHarnessRedis runs the bare lock and dlock redis:// on a real Redis,
 // the contended workers as processes of this test binary, and checks the
 // counted figures and the ratio between them.

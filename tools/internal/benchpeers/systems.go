@@ -26,6 +26,7 @@ import (
 	"github.com/dlock-go/dlock"
 	_ "github.com/dlock-go/dlock/backend/consul" // consul://
 	_ "github.com/dlock-go/dlock/backend/etcd"   // etcd://
+	_ "github.com/dlock-go/dlock/backend/file"   // file://
 	_ "github.com/dlock-go/dlock/backend/memory" // mem://
 	dlockredis "github.com/dlock-go/dlock/backend/redis"
 	"github.com/dlock-go/dlock/backend/redlock"
@@ -42,6 +43,7 @@ type Endpoints struct {
 	ZK      string `json:"zk,omitempty"`      // zk://host:port
 	Consul  string `json:"consul,omitempty"`  // consul://host:port
 	Mem     bool   `json:"mem,omitempty"`     // mem:// (in-process only)
+	File    string `json:"file,omitempty"`    // file:///dir (one host)
 }
 
 // A system is one lock implementation on one store: dlock over a backend,
@@ -49,7 +51,7 @@ type Endpoints struct {
 type system struct {
 	name  string
 	dlock bool   // a dlock backend (many holds run only on these)
-	store string // "redis", "redlock", "etcd", "zk", "consul", "mem": which counter applies
+	store string // "redis", "redlock", "etcd", "zk", "consul", "mem", "file": which counter applies
 	// inProcess: the contended workers are goroutines of this process,
 	// each with its own client (mem:// has no server to share across
 	// processes).
@@ -91,6 +93,7 @@ var systems = []system{
 	{name: "dlock zk://", dlock: true, store: "zk", open: openDlockURL(func(ep Endpoints) string { return ep.ZK })},
 	{name: "Consul api.Lock", store: "consul", open: openConsulLock},
 	{name: "dlock consul://", dlock: true, store: "consul", open: openDlockURL(func(ep Endpoints) string { return ep.Consul })},
+	{name: "dlock file://", dlock: true, store: "file", open: openDlockURL(func(ep Endpoints) string { return ep.File })},
 	{name: "dlock mem://", dlock: true, store: "mem", inProcess: true, open: openDlockURL(func(ep Endpoints) string {
 		if ep.Mem {
 			return "mem://benchpeers"
@@ -133,6 +136,8 @@ func (s system) available(ep Endpoints) bool {
 		return ep.Consul != ""
 	case "mem":
 		return ep.Mem
+	case "file":
+		return ep.File != ""
 	}
 	return false
 }
