@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock/internal/redislua"
 )
 
 // maxBatches is how many pipelines may be in flight to one instance at once.
@@ -16,6 +18,13 @@ import (
 // when connections are free; few, so that concurrent callers share
 // pipelines instead of queueing for pooled connections one command each.
 const maxBatches = 4
+
+// maxPipeline bounds the requests in one pipeline. A burst (the renewals
+// of many holds falling due together) goes out as several pipelines, so
+// that the instance never has more than maxBatches*maxPipeline requests of
+// this client to work through ahead of a new one, and no pipeline takes
+// the instance longer than a per-instance timeout to answer.
+const maxPipeline = 256
 
 // batcher multiplexes the requests of concurrent callers to one instance
 // into pipelines, as the Redlock algorithm asks ("multiplexing"): a burst of
@@ -35,7 +44,8 @@ type batcher struct {
 	index  int       // its index in Driver.inst
 
 	mu       sync.Mutex
-	queue    []*call
+	queue    []*call // acquires, releases, reads: sent first
+	bulk     []*call // renewals: sent when no other request waits
 	flushers int
 	inflight [maxBatches]time.Time // send time of each flusher's pipeline, busy when it has none, zero when no flusher
 	idle     chan struct{}         // when not nil, closed once no flusher runs
@@ -162,7 +172,7 @@ func (b *batcher) submit(req request, timeout time.Duration, g *group) *call {
 	b.in.requests.Add(1)
 	c := &call{req: req, b: b, timeout: timeout, group: g, done: make(chan struct{})}
 	b.mu.Lock()
-	b.queue = append(b.queue, c)
+	b.enqueue(c)
 	slot := -1
 	if b.flushers < maxBatches {
 		b.flushers++
@@ -235,8 +245,7 @@ func (b *batcher) stalled(now time.Time, timeout time.Duration) bool {
 func (b *batcher) flush(slot int) {
 	for {
 		b.mu.Lock()
-		batch := b.queue
-		b.queue = nil
+		batch := b.take()
 		if len(batch) == 0 {
 			b.flushers--
 			b.inflight[slot] = time.Time{}
@@ -255,6 +264,43 @@ func (b *batcher) flush(slot int) {
 		b.inflight[slot] = busy
 		b.mu.Unlock()
 	}
+}
+
+// enqueue puts c in its queue. b.mu held.
+func (b *batcher) enqueue(c *call) {
+	if c.req.script == redislua.Renew {
+		// A renewal has most of a third of its lease to get through; an
+		// acquire queued behind the renewals of thousands of holds would
+		// run out of its per-instance timeout.
+		b.bulk = append(b.bulk, c)
+		return
+	}
+	b.queue = append(b.queue, c)
+}
+
+// take removes the next pipeline's requests from the queues: at most
+// maxPipeline, the other requests before the renewals. b.mu held.
+func (b *batcher) take() []*call {
+	n := min(len(b.queue), maxPipeline)
+	m := min(len(b.bulk), maxPipeline-n)
+	if n+m == 0 {
+		return nil
+	}
+	batch := make([]*call, 0, n+m)
+	batch = append(batch, b.queue[:n]...)
+	batch = append(batch, b.bulk[:m]...)
+	b.queue, b.bulk = rest(b.queue, n), rest(b.bulk, m)
+	return batch
+}
+
+// rest is q without its first n calls; nil when none is left, so that a
+// drained burst does not keep its array.
+func rest(q []*call, n int) []*call {
+	if n == len(q) {
+		return nil
+	}
+	clear(q[:n])
+	return q[n:]
 }
 
 // exec sends one pipeline.

@@ -46,7 +46,11 @@
 // One attempt (TryAcquire) sends the acquire script to every instance at
 // once. Requests of concurrent callers to one instance share pipelines
 // ("multiplexing", in the words of the Redlock page), so a burst of a
-// thousand acquires costs a few round trips per instance. Each request has
+// thousand acquires costs a few round trips per instance. A pipeline
+// carries at most 256 requests, renewals after every other kind: when the
+// renewals of many thousands of holds fall due together, an acquire or a
+// release goes out in the next pipeline instead of waiting behind them all,
+// and no pipeline keeps an instance busy past the timeout. Each request has
 // the per-instance timeout to be answered, counted from the moment it is
 // sent (a busy client does not mistake its own queue for a slow instance;
 // a request queued behind one an instance has left unanswered that long is

@@ -1,0 +1,52 @@
+package redlock
+
+import (
+	"testing"
+
+	"github.com/dlock-go/dlock/internal/redislua"
+)
+
+// A burst of renewals goes out in pipelines of at most maxPipeline
+// requests, and an acquire or release submitted behind it goes out in the
+// next pipeline, not after the whole burst: a pipeline of the renewals of
+// thousands of holds took an instance longer than the per-instance
+// timeout to answer, and the acquires sent in it or queued behind it
+// failed with "no answer".
+func TestBatcherSendsOtherRequestsBeforeRenewals(t *testing.T) {
+	var b batcher
+	renew := func() *call { return &call{req: request{script: redislua.Renew}} }
+	const burst = 5 * maxPipeline
+	for range burst {
+		b.enqueue(renew())
+	}
+	acq := &call{req: request{script: redislua.Acquire}}
+	rel := &call{req: request{script: redislua.Release}}
+	b.enqueue(acq)
+	b.enqueue(rel)
+
+	first := b.take()
+	if len(first) != maxPipeline {
+		t.Fatalf("first pipeline: %d requests; want at most %d", len(first), maxPipeline)
+	}
+	if first[0] != acq || first[1] != rel {
+		t.Fatal("the acquire and release queued behind a burst of renewals are not the first requests sent")
+	}
+	sent := len(first)
+	for p := b.take(); len(p) > 0; p = b.take() {
+		if len(p) > maxPipeline {
+			t.Fatalf("a pipeline of %d requests; want at most %d", len(p), maxPipeline)
+		}
+		for _, c := range p {
+			if c.req.script != redislua.Renew {
+				t.Fatal("a request sent twice")
+			}
+		}
+		sent += len(p)
+	}
+	if sent != burst+2 {
+		t.Fatalf("%d requests sent; want %d", sent, burst+2)
+	}
+	if b.queue != nil || b.bulk != nil {
+		t.Fatal("the queues keep their arrays after they were drained")
+	}
+}
