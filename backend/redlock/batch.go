@@ -325,17 +325,18 @@ func (b *batcher) exec(batch []*call, now time.Time) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmds := b.pipeline(ctx, live, (*redis.Script).EvalSha)
-	var retry []*call
-	for k, c := range live {
+	units := fold(live)
+	cmds := b.pipeline(ctx, units, (*redis.Script).EvalSha)
+	var retry []unit
+	for k, u := range units {
 		if redis.HasErrorPrefix(cmds[k].Err(), "NOSCRIPT") {
-			retry = append(retry, c)
+			retry = append(retry, u)
 			continue
 		}
 		if isTimeout(cmds[k].Err()) {
 			b.warm()
 		}
-		c.finish(cmds[k].Result())
+		u.finish(cmds[k])
 	}
 	if len(retry) == 0 {
 		return
@@ -343,21 +344,80 @@ func (b *batcher) exec(batch []*call, now time.Time) {
 	// First use of a script on this instance (or after a restart): send
 	// the source, which also loads it for next time.
 	cmds = b.pipeline(ctx, retry, (*redis.Script).Eval)
-	for k, c := range retry {
-		c.finish(cmds[k].Result())
+	for k, u := range retry {
+		u.finish(cmds[k])
 	}
 }
 
-func (b *batcher) pipeline(ctx context.Context, calls []*call,
+// unit is one command of a pipeline: a call's request, or the renewals of
+// several calls folded into one RenewMany.
+type unit struct {
+	calls  []*call
+	script *redis.Script
+	keys   []string
+	args   []any
+}
+
+// fold turns a pipeline's calls into its commands: the renewals, when
+// there are several, become one RenewMany, which costs the instance one
+// script call instead of one per hold and answers each as Renew would.
+func fold(calls []*call) []unit {
+	units := make([]unit, 0, len(calls))
+	var renewals []*call
+	for _, c := range calls {
+		if c.req.script == redislua.Renew {
+			renewals = append(renewals, c)
+			continue
+		}
+		units = append(units, unit{calls: []*call{c}, script: c.req.script, keys: c.req.keys, args: c.req.args})
+	}
+	switch len(renewals) {
+	case 0:
+	case 1:
+		c := renewals[0]
+		units = append(units, unit{calls: renewals, script: c.req.script, keys: c.req.keys, args: c.req.args})
+	default:
+		keys, args := make([][]string, len(renewals)), make([][]any, len(renewals))
+		for i, c := range renewals {
+			keys[i], args[i] = c.req.keys, c.req.args
+		}
+		ks, as := redislua.RenewManyArgs(keys, args)
+		units = append(units, unit{calls: renewals, script: redislua.RenewMany, keys: ks, args: as})
+	}
+	return units
+}
+
+// finish answers u's calls from its command's reply.
+func (u unit) finish(cmd *redis.Cmd) {
+	if u.script != redislua.RenewMany {
+		u.calls[0].finish(cmd.Result())
+		return
+	}
+	v, err := cmd.Result()
+	var vals []any
+	var errs []error
+	if err == nil {
+		vals, errs, err = redislua.ParseRenewMany(v, len(u.calls))
+	}
+	for i, c := range u.calls {
+		if err != nil {
+			c.finish(nil, err)
+			continue
+		}
+		c.finish(vals[i], errs[i])
+	}
+}
+
+func (b *batcher) pipeline(ctx context.Context, units []unit,
 	send func(*redis.Script, context.Context, redis.Scripter, []string, ...any) *redis.Cmd) []*redis.Cmd {
-	if len(calls) == 1 { // a plain command costs less than a pipeline of one
-		c := calls[0]
-		return []*redis.Cmd{send(c.req.script, ctx, b.client, c.req.keys, c.req.args...)}
+	if len(units) == 1 { // a plain command costs less than a pipeline of one
+		u := units[0]
+		return []*redis.Cmd{send(u.script, ctx, b.client, u.keys, u.args...)}
 	}
 	pipe := b.client.Pipeline()
-	cmds := make([]*redis.Cmd, len(calls))
-	for k, c := range calls {
-		cmds[k] = send(c.req.script, ctx, pipe, c.req.keys, c.req.args...)
+	cmds := make([]*redis.Cmd, len(units))
+	for k, u := range units {
+		cmds[k] = send(u.script, ctx, pipe, u.keys, u.args...)
 	}
 	_, _ = pipe.Exec(ctx) // every command carries its own error
 	return cmds

@@ -166,3 +166,88 @@ func TestRenewBatchOwnership(t *testing.T) {
 		}
 	}
 }
+
+// cmdHook counts the commands sent to the instances, each command of a
+// pipeline on its own.
+type cmdHook struct{ n *atomic.Int64 }
+
+func (h cmdHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h cmdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h cmdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// The renewals of a batch cost each instance a few script calls, not one
+// per hold: the renewals of a pipeline are one RenewMany. Each hold is
+// still judged on its own: one taken over by another owner on every
+// instance is lost, the others are renewed.
+func TestRenewBatchIsFewScriptCalls(t *testing.T) {
+	const n = 500
+	cs := adminClients(t, hostsOf(t, endpoint(t)))
+	cmds := new(atomic.Int64)
+	for _, c := range cs {
+		c.AddHook(cmdHook{cmds})
+	}
+	d, err := redlock.NewDriver(cs, redlock.Config{Prefix: testPrefix(), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	ctx := context.Background()
+	hs := make([]driver.Hold, n)
+	for i := range hs {
+		h, err := d.TryAcquire(ctx, driver.Request{Key: "few-" + strconv.Itoa(i), TTL: 10 * time.Second, Owner: "o" + strconv.Itoa(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs[i] = h
+	}
+	defer func() {
+		for _, h := range hs {
+			_ = d.Release(context.Background(), h)
+		}
+	}()
+	// Hold 7 is taken over: released everywhere, then acquired by
+	// another owner, whose value the renewal must leave alone.
+	if err := d.Release(ctx, hs[7]); err != nil {
+		t.Fatal(err)
+	}
+	other, err := d.TryAcquire(ctx, driver.Request{Key: "few-7", TTL: 10 * time.Second, Owner: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = d.Release(context.Background(), other) }()
+
+	c0 := cmds.Load()
+	ttls, errs := d.RenewBatch(ctx, hs)
+	sent := cmds.Load() - c0
+	for i := range hs {
+		if i == 7 {
+			if !errors.Is(errs[i], driver.ErrLockLost) {
+				t.Fatalf("hold taken over: %v; want ErrLockLost", errs[i])
+			}
+			continue
+		}
+		if errs[i] != nil || ttls[i] <= 0 {
+			t.Fatalf("hold %d: ttl %v err %v", i, ttls[i], errs[i])
+		}
+	}
+	if _, err := d.Renew(ctx, other); err != nil {
+		t.Fatalf("the new owner's hold after the old owner's renewal: %v", err)
+	}
+	// One command per hold per instance would be 5n; a RenewMany per
+	// pipeline is a few per instance.
+	if sent > n/10 {
+		t.Fatalf("%d commands to 5 instances to renew %d holds; want a few script calls per instance", sent, n)
+	}
+}

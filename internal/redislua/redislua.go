@@ -1,9 +1,9 @@
 // Package redislua holds the Lua scripts dlock runs on a Redis instance:
 // acquire with a fencing token, compare-and-delete release, and
-// compare-and-expire renew, inspect (optionally break), queue: an
-// acquire that grants the lock in the order waiters queued for it, and
-// record/clearrecord: a write-once value per key (driver.Recorder) and its
-// compare-and-delete. The scripts are embedded from the .lua files
+// compare-and-expire renew (renewmany: of many keys in one call), inspect
+// (optionally break), queue: an acquire that grants the lock in the order
+// waiters queued for it, and record/clearrecord: a write-once value per key
+// (driver.Recorder) and its compare-and-delete. The scripts are embedded from the .lua files
 // next to this one and run through go-redis Script, which sends EVALSHA and
 // falls back to EVAL when the server answers NOSCRIPT.
 //
@@ -31,6 +31,8 @@ var (
 	releaseSrc string
 	//go:embed renew.lua
 	renewSrc string
+	//go:embed renewmany.lua
+	renewManySrc string
 	//go:embed inspect.lua
 	inspectSrc string
 	//go:embed queue.lua
@@ -51,6 +53,11 @@ var (
 	Release = goredis.NewScript(releaseSrc)
 	// Renew: KEYS lock; ARGV owner, ttl-ms. Replies 1 or 0.
 	Renew = goredis.NewScript(renewSrc)
+	// RenewMany: KEYS lock...; ARGV owner, ttl-ms for each key. Replies
+	// an array of Renew's replies, one per key: 1, 0 or an error. Its
+	// keys are locks of different slots: for a standalone instance (each
+	// of Redlock's), not a Cluster.
+	RenewMany = goredis.NewScript(renewManySrc)
 	// Inspect: KEYS lock, fence, meta [, channel]; ARGV '' or 'BREAK',
 	// publish command, message. Replies {0, counter} or {1, pttl, counter, meta,
 	// owner}; error NOTALOCK.
@@ -257,6 +264,35 @@ func ReleaseArgs(lockKey, channel, owner, publish, message string) ([]string, []
 // RenewArgs returns Renew's keys and arguments.
 func RenewArgs(lockKey, owner string, ttlMs int64) ([]string, []any) {
 	return []string{lockKey}, []any{owner, ttlMs}
+}
+
+// RenewManyArgs returns RenewMany's keys and arguments for the renewals
+// given as Renew's (RenewArgs) keys and arguments.
+func RenewManyArgs(keys [][]string, args [][]any) ([]string, []any) {
+	ks := make([]string, 0, len(keys))
+	as := make([]any, 0, 2*len(args))
+	for i := range keys {
+		ks = append(ks, keys[i]...)
+		as = append(as, args[i]...)
+	}
+	return ks, as
+}
+
+// ParseRenewMany splits RenewMany's reply into one (reply, error) per key,
+// each as Renew alone would have answered. A reply in an unexpected shape
+// is an error.
+func ParseRenewMany(v any, n int) ([]any, []error, error) {
+	s, ok := v.([]any)
+	if !ok || len(s) != n {
+		return nil, nil, fmt.Errorf("redislua: unexpected renew-many reply of %T for %d keys", v, n)
+	}
+	errs := make([]error, n)
+	for i, e := range s {
+		if err, ok := e.(error); ok {
+			s[i], errs[i] = nil, err
+		}
+	}
+	return s, errs, nil
 }
 
 // AcquireReply is Acquire's decoded reply.
