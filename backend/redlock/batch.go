@@ -268,7 +268,7 @@ func (b *batcher) flush(slot int) {
 
 // enqueue puts c in its queue. b.mu held.
 func (b *batcher) enqueue(c *call) {
-	if c.req.script == redislua.Renew {
+	if c.req.script == redislua.Renew || c.req.script == redislua.RenewMany {
 		// A renewal has most of a third of its lease to get through; an
 		// acquire queued behind the renewals of thousands of holds would
 		// run out of its per-instance timeout.
@@ -278,11 +278,29 @@ func (b *batcher) enqueue(c *call) {
 	b.queue = append(b.queue, c)
 }
 
+// weight is what c costs the instance, counted against maxPipeline: a
+// RenewMany renews one key per two arguments.
+func weight(c *call) int {
+	if c.req.script == redislua.RenewMany {
+		return max(len(c.req.keys), 1)
+	}
+	return 1
+}
+
 // take removes the next pipeline's requests from the queues: at most
-// maxPipeline, the other requests before the renewals. b.mu held.
+// maxPipeline of weight, the other requests before the renewals; a
+// renewal heavier than what is left waits for the next pipeline, unless
+// the pipeline would be empty. b.mu held.
 func (b *batcher) take() []*call {
 	n := min(len(b.queue), maxPipeline)
-	m := min(len(b.bulk), maxPipeline-n)
+	m, w := 0, n
+	for m < len(b.bulk) {
+		cw := weight(b.bulk[m])
+		if w+cw > maxPipeline && w > 0 {
+			break
+		}
+		m, w = m+1, w+cw
+	}
 	if n+m == 0 {
 		return nil
 	}
@@ -353,6 +371,7 @@ func (b *batcher) exec(batch []*call, now time.Time) {
 // several calls folded into one RenewMany.
 type unit struct {
 	calls  []*call
+	folded bool // calls are single renewals, folded into one RenewMany
 	script *redis.Script
 	keys   []string
 	args   []any
@@ -382,14 +401,14 @@ func fold(calls []*call) []unit {
 			keys[i], args[i] = c.req.keys, c.req.args
 		}
 		ks, as := redislua.RenewManyArgs(keys, args)
-		units = append(units, unit{calls: renewals, script: redislua.RenewMany, keys: ks, args: as})
+		units = append(units, unit{calls: renewals, folded: true, script: redislua.RenewMany, keys: ks, args: as})
 	}
 	return units
 }
 
 // finish answers u's calls from its command's reply.
 func (u unit) finish(cmd *redis.Cmd) {
-	if u.script != redislua.RenewMany {
+	if !u.folded {
 		u.calls[0].finish(cmd.Result())
 		return
 	}

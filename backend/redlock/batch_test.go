@@ -50,3 +50,31 @@ func TestBatcherSendsOtherRequestsBeforeRenewals(t *testing.T) {
 		t.Fatal("the queues keep their arrays after they were drained")
 	}
 }
+
+// A RenewMany counts against maxPipeline by its keys, so that a pipeline
+// of them cannot carry more than maxPipeline renewals; one heavier than
+// the room left waits for the next pipeline.
+func TestBatcherWeighsRenewMany(t *testing.T) {
+	var b batcher
+	many := func(keys int) *call {
+		return &call{req: request{script: redislua.RenewMany, keys: make([]string, keys)}}
+	}
+	acq := &call{req: request{script: redislua.Acquire}}
+	b.enqueue(many(200))
+	b.enqueue(many(100))
+	b.enqueue(acq)
+	b.enqueue(many(maxPipeline + 10))
+
+	if p := b.take(); len(p) != 2 || p[0] != acq || weight(p[1]) != 200 {
+		t.Fatalf("first pipeline: %d calls; want the acquire and the first RenewMany only", len(p))
+	}
+	if p := b.take(); len(p) != 1 || weight(p[0]) != 100 {
+		t.Fatalf("second pipeline: %d calls; want the RenewMany of 100 alone", len(p))
+	}
+	if p := b.take(); len(p) != 1 || weight(p[0]) != maxPipeline+10 {
+		t.Fatal("an oversized RenewMany is never sent")
+	}
+	if p := b.take(); len(p) != 0 {
+		t.Fatal("calls left over")
+	}
+}

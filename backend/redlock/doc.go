@@ -50,10 +50,12 @@
 // carries at most 256 requests, renewals after every other kind: when the
 // renewals of many thousands of holds fall due together, an acquire or a
 // release goes out in the next pipeline instead of waiting behind them all,
-// and no pipeline keeps an instance busy past the timeout. The renewals of
-// one pipeline go as a single script call (RenewMany), which checks and
-// extends each key as the renew script would, for one script call in place
-// of one per hold. Each request has
+// and no pipeline keeps an instance busy past the timeout. Renewals cost
+// one script call per 256 holds, not one per hold: the portable layer
+// renews the holds that fall due together through RenewBatch, which sends
+// each instance RenewMany calls that check and extend each key as the
+// renew script would, and single renewals queued together are folded into
+// one such call. Each request has
 // the per-instance timeout to be answered, counted from the moment it is
 // sent (a busy client does not mistake its own queue for a slow instance;
 // a request queued behind one an instance has left unanswered that long is

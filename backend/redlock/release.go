@@ -121,38 +121,6 @@ func (d *Driver) renewed(ctx context.Context, t tally, st *attempt) (time.Durati
 	}
 }
 
-// RenewBatch renews many holds for the cost of a few pipelines per
-// instance: every hold's compare-and-PEXPIRE is queued on every instance
-// before any reply is awaited, so the instances' batchers send them
-// together. Each hold is judged exactly as Renew judges it (its own
-// majority of the same owner-checked script).
-func (d *Driver) RenewBatch(ctx context.Context, hs []driver.Hold) ([]time.Duration, []error) {
-	ttls, errs := make([]time.Duration, len(hs)), make([]error, len(hs))
-	if err := d.check(ctx); err != nil {
-		for i := range errs {
-			errs[i] = err
-		}
-		return ttls, errs
-	}
-	sts := make([]*attempt, len(hs))
-	ps := make([]*pendingFanout, len(hs))
-	for i, h := range hs {
-		st, err := state(h)
-		if err != nil {
-			errs[i] = err
-			continue
-		}
-		sts[i] = st
-		ps[i] = d.startFanout(d.timeout(st.ttl), st.renewable(), renewRequest(st), d.quorum, flagSet)
-	}
-	for i, p := range ps {
-		if p != nil {
-			ttls[i], errs[i] = d.renewed(ctx, d.tally(p.wait(ctx)), sts[i])
-		}
-	}
-	return ttls, errs
-}
-
 // grantedTTL is the TTL reported after a renewal. The portable layer
 // measures it from its own send time and subtracts TTL*0.01 + 2ms; with a
 // larger drift factor, the reported TTL is shortened so that the validity

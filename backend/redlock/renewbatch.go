@@ -1,0 +1,136 @@
+package redlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redislua"
+)
+
+// renewChunk is how many holds one RenewMany call renews: a pipeline's
+// worth (maxPipeline), so that no call keeps an instance busy longer than
+// a pipeline of single requests would.
+const renewChunk = maxPipeline
+
+// RenewBatch renews many holds for a few script calls per instance: the
+// holds renewable on an instance are checked and extended there by
+// RenewMany calls of up to renewChunk holds each, all queued on every
+// instance before any reply is awaited. Each hold is then judged exactly
+// as Renew judges it, on its own replies: the owner-checked extension on a
+// majority renews it, a majority that no longer has it loses it, and
+// anything else leaves it unknown (ErrUnavailable).
+//
+// Unlike Renew, RenewBatch waits for every instance's reply (or its
+// per-instance timeout, the shortest of the batch's): it never returns
+// before a majority answered, only later, and a hold's validity is counted
+// from the send, not from the reply.
+func (d *Driver) RenewBatch(ctx context.Context, hs []driver.Hold) ([]time.Duration, []error) {
+	ttls, errs := make([]time.Duration, len(hs)), make([]error, len(hs))
+	if err := d.check(ctx); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return ttls, errs
+	}
+	sts := make([]*attempt, len(hs))
+	// Holds renewable on the same instances (usually all of them) share
+	// their requests: a chunk's RenewMany is built once and sent to each.
+	groups := map[uint64][]int{}
+	var order []uint64
+	timeout := time.Duration(0)
+	for i, h := range hs {
+		st, err := state(h)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		sts[i] = st
+		if t := d.timeout(st.ttl); timeout == 0 || t < timeout {
+			timeout = t
+		}
+		g := d.instanceSet(st.renewable(), i)
+		if _, ok := groups[g]; !ok {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	// One call per chunk and instance, in one fan-out.
+	var chunks [][]int // of each call
+	p := &pendingFanout{d: d, timeout: timeout}
+	var reqs []request
+	for _, g := range order {
+		idx := groups[g]
+		inst := sts[idx[0]].renewable()
+		for len(idx) > 0 {
+			n := min(len(idx), renewChunk)
+			req := renewManyRequest(sts, idx[:n])
+			for _, k := range inst {
+				chunks = append(chunks, idx[:n])
+				reqs = append(reqs, req)
+				p.idx = append(p.idx, k)
+			}
+			idx = idx[n:]
+		}
+	}
+	if len(chunks) > 0 {
+		p.g = newGroup(len(chunks), 0, nil)
+		p.submitted = time.Now()
+		p.calls = make([]*call, len(chunks))
+		for c := range chunks {
+			p.calls[c] = d.inst[p.idx[c]].batch.submit(reqs[c], timeout, p.g)
+		}
+	}
+	// Each hold's replies, one per instance it was sent to: n slots per
+	// hold in one array.
+	n := len(d.inst)
+	replies, got := make([]reply, len(hs)*n), make([]int, len(hs))
+	for c, r := range p.wait(ctx) {
+		chunk := chunks[c]
+		var vals []any
+		var perrs []error
+		err := r.err
+		if err == nil {
+			vals, perrs, err = redislua.ParseRenewMany(r.val, len(chunk))
+		}
+		for j, i := range chunk {
+			rp := reply{inst: r.inst, err: err}
+			if err == nil {
+				rp.val, rp.err = vals[j], perrs[j]
+			}
+			replies[i*n+got[i]] = rp
+			got[i]++
+		}
+	}
+	for i, st := range sts {
+		if st != nil {
+			ttls[i], errs[i] = d.renewed(ctx, d.tally(replies[i*n:i*n+got[i]]), st)
+		}
+	}
+	return ttls, errs
+}
+
+// instanceSet names the set of instances idx for RenewBatch's grouping: a
+// bit per instance; with more instances than bits, hold (a hold's own
+// group, never shared).
+func (d *Driver) instanceSet(idx []int, hold int) uint64 {
+	if len(d.inst) >= 64 {
+		return uint64(hold)
+	}
+	var m uint64
+	for _, k := range idx {
+		m |= 1 << k
+	}
+	return m
+}
+
+// renewManyRequest is RenewMany for the holds chunk of sts.
+func renewManyRequest(sts []*attempt, chunk []int) request {
+	keys, args := make([][]string, len(chunk)), make([][]any, len(chunk))
+	for j, i := range chunk {
+		r := renewRequest(sts[i])
+		keys[j], args[j] = r.keys, r.args
+	}
+	ks, as := redislua.RenewManyArgs(keys, args)
+	return request{script: redislua.RenewMany, keys: ks, args: as}
+}
