@@ -59,14 +59,16 @@ bench:
 # dlock beside its peers (bare SET NX PX, redislock, redsync, etcd's
 # concurrency.Mutex, zk.Lock, Consul's api.Lock) on the servers it starts,
 # in one run; writes BENCHMARKS.md. BENCH_PEERS_FLAGS passes flags to
-# tools/cmd/benchpeers (e.g. -reps 1 -duration 1s -holds 1000).
+# tools/cmd/benchpeers (e.g. -reps 1 -duration 1s -holds 1000). The results
+# are also kept in bin/benchmarks.json: `bin/benchpeers -render
+# bin/benchmarks.json -out BENCHMARKS.md` writes the report again without a run.
 BENCH_PEERS_TOPOLOGIES := redis redlock etcd zookeeper consul
 BENCH_PEERS_FLAGS ?=
 # BENCH_PEERS_NOTE is printed at the top of BENCHMARKS.md (say if the machine was shared).
 BENCH_PEERS_NOTE ?=
 bench-peers:
 	cd tools && $(GO) build -o ../bin/benchpeers ./cmd/benchpeers
-	TOPOLOGIES="$(BENCH_PEERS_TOPOLOGIES)" scripts/with-servers.sh bin/benchpeers -out $(CURDIR)/BENCHMARKS.md \
+	TOPOLOGIES="$(BENCH_PEERS_TOPOLOGIES)" scripts/with-servers.sh bin/benchpeers -out $(CURDIR)/BENCHMARKS.md -json $(CURDIR)/bin/benchmarks.json \
 		-command "make bench-peers$(if $(BENCH_PEERS_FLAGS), BENCH_PEERS_FLAGS='$(BENCH_PEERS_FLAGS)')" -note "$(BENCH_PEERS_NOTE)" $(BENCH_PEERS_FLAGS)
 
 # The fault matrix: kills, pauses and partitions real servers and clients,

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -41,8 +42,28 @@ func main() {
 		note     = flag.String("note", "", "a note printed at the top of the report")
 		mem      = flag.Bool("mem", true, "include dlock mem://")
 		fileDir  = flag.Bool("file", true, "include dlock file:// (a lock directory made for the run and removed after)")
+		render   = flag.String("render", "", "run nothing: write the report from the results of an earlier -json")
+		cpuProf  = flag.String("cpuprofile", "", "write this process's CPU profile here (the workers of contended runs are other processes)")
 	)
 	flag.Parse()
+	if *render != "" {
+		meta, rs := readResults(*render)
+		writeReport(*out, meta, rs)
+		return
+	}
+	if *cpuProf != "" {
+		pf, err := os.Create(*cpuProf)
+		if err != nil {
+			fail("%v", err)
+		}
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			fail("%v", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = pf.Close()
+		}()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
@@ -93,19 +114,9 @@ func main() {
 	if lockDir != "" {
 		_ = os.RemoveAll(lockDir)
 	}
-	f, err := os.Create(*out)
-	if err != nil {
-		fail("%v", err)
-	}
-	benchpeers.WriteMarkdown(f, meta, rs)
-	if err := f.Close(); err != nil {
-		fail("%v", err)
-	}
+	writeReport(*out, meta, rs)
 	if *jsonOut != "" {
-		b, _ := json.MarshalIndent(struct {
-			Meta    benchpeers.Meta     `json:"meta"`
-			Results []benchpeers.Result `json:"results"`
-		}{meta, rs}, "", "  ")
+		b, _ := json.MarshalIndent(results{meta, rs}, "", "  ")
 		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
 			fail("%v", err)
 		}
@@ -113,6 +124,35 @@ func main() {
 	fmt.Fprintf(os.Stderr, "benchpeers: wrote %s\n", *out)
 	if benchpeers.Overlapped(rs) {
 		fail("two holders overlapped in a contended run: see %s", *out)
+	}
+}
+
+// results is the JSON that -json writes and -render reads.
+type results struct {
+	Meta    benchpeers.Meta     `json:"meta"`
+	Results []benchpeers.Result `json:"results"`
+}
+
+func readResults(path string) (benchpeers.Meta, []benchpeers.Result) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		fail("%v", err)
+	}
+	var r results
+	if err := json.Unmarshal(b, &r); err != nil {
+		fail("%s: %v", path, err)
+	}
+	return r.Meta, r.Results
+}
+
+func writeReport(path string, meta benchpeers.Meta, rs []benchpeers.Result) {
+	f, err := os.Create(path)
+	if err != nil {
+		fail("%v", err)
+	}
+	benchpeers.WriteMarkdown(f, meta, rs)
+	if err := f.Close(); err != nil {
+		fail("%v", err)
 	}
 }
 

@@ -107,7 +107,7 @@ type Meta struct {
 	Machine  map[string]string `json:"machine"`
 	Servers  map[string]string `json:"servers"`
 	Note     string            `json:"note,omitempty"`
-	Config   Config            `json:"-"`
+	Config   Config            `json:"config"` // what -render needs to write the report again
 }
 
 // Machine describes this host: CPUs, memory, CPU model, Go, kernel.
@@ -337,7 +337,7 @@ func WriteMarkdown(w io.Writer, meta Meta, rs []Result) {
 		p("\n")
 	}
 	writeRatios(w, cfg, rs)
-	writeGoals(w, cfg, rs)
+	writeGoals(w, meta, rs)
 }
 
 func ratio(a, b float64) string {
@@ -390,106 +390,4 @@ func writeRatios(w io.Writer, cfg Config, rs []Result) {
 		}
 	}
 	p("\n")
-}
-
-// goal is one checked target of issue 22.
-type goal struct {
-	what     string
-	measured string
-	met      *bool
-}
-
-func writeGoals(w io.Writer, cfg Config, rs []Result) {
-	var gs []goal
-	add := func(what, measured string, ok bool, known bool) {
-		g := goal{what: what, measured: measured}
-		if known {
-			g.met = &ok
-		}
-		gs = append(gs, g)
-	}
-	holdMs := float64(cfg.Hold) / float64(time.Millisecond)
-	// 1. Redis, contended, 8 Lockers.
-	if d, b := find(rs, ScenContended, "dlock redis://", 8, ""), find(rs, ScenContended, "bare SET NX PX spin lock, 10 ms retry", 8, ""); d != nil && b != nil {
-		add("1 Redis x8: acq/s >= 1.0x bare spin lock", ratio(d.AcqPerSec, b.AcqPerSec), d.AcqPerSec >= b.AcqPerSec, b.AcqPerSec > 0)
-		lim := 8*holdMs + 5
-		add(fmt.Sprintf("1 Redis x8: wait p99 <= 8 x hold + 5 ms (%.0f ms)", lim), fmt.Sprintf("%.1f ms", d.WaitP99), d.WaitP99 <= lim, true)
-		if d.HandoffP99 != nil {
-			add("1 Redis x8: handoff p99 <= 1 ms", fmt.Sprintf("%.2f ms", *d.HandoffP99), *d.HandoffP99 <= 1, true)
-		}
-		if d.FairMin > 0 {
-			f := float64(d.FairMax) / float64(d.FairMin)
-			add("1 Redis x8: fairness max/min <= 1.5", fmt.Sprintf("%.2f", f), f <= 1.5, true)
-		}
-		if d.RTPerAcq != nil {
-			add("1 Redis x8: client round trips/acq <= 3", fmt.Sprintf("%.1f", *d.RTPerAcq), *d.RTPerAcq <= 3, true)
-		}
-		if d.UsecPerAcq != nil && b.UsecPerAcq != nil {
-			add("1 Redis x8: server µs/acq <= 2x bare", pratio(d.UsecPerAcq, b.UsecPerAcq), *d.UsecPerAcq <= 2**b.UsecPerAcq, true)
-		}
-		if d.CPUPerAcq != nil && b.CPUPerAcq != nil {
-			add("1 Redis x8: server CPU µs/acq (INFO cpu, main thread) <= 2x bare", pratio(d.CPUPerAcq, b.CPUPerAcq), *d.CPUPerAcq <= 2**b.CPUPerAcq, true)
-		}
-	}
-	var perN []string
-	var cmds []float64
-	for _, n := range cfg.Lockers {
-		if d := find(rs, ScenContended, "dlock redis://", n, ""); d != nil && d.CmdsPerAcq != nil {
-			perN = append(perN, fmt.Sprintf("%d: %.1f", n, *d.CmdsPerAcq))
-			cmds = append(cmds, *d.CmdsPerAcq)
-		}
-	}
-	if len(cmds) > 1 {
-		// "the same": within 25% of the smallest, to allow for noise.
-		ok := slices.Max(cmds) <= 1.25*slices.Min(cmds)
-		add("1 Redis: server commands/acq the same for 2, 8, 32 Lockers (within 25%)", strings.Join(perN, ", "), ok, true)
-	}
-	// 2. Redlock.
-	if d, b := find(rs, ScenContended, "dlock redlock:// (5 masters)", 8, ""), find(rs, ScenContended, "redsync Redlock (5 masters)", 8, ""); d != nil && b != nil {
-		add("2 Redlock x8: acq/s >= 1.0x redsync Redlock", ratio(d.AcqPerSec, b.AcqPerSec), d.AcqPerSec >= b.AcqPerSec, b.AcqPerSec > 0)
-		if d.CmdsPerAcq != nil && b.CmdsPerAcq != nil {
-			add("2 Redlock x8: server commands/acq <= 2x redsync", pratio(d.CmdsPerAcq, b.CmdsPerAcq), *d.CmdsPerAcq <= 2**b.CmdsPerAcq, true)
-		}
-	}
-	// 3. Uncontended.
-	unc := func(label, dl, peer string, min float64) *Result {
-		d, b := find(rs, ScenUncontended, dl, 0, ""), find(rs, ScenUncontended, peer, 0, "")
-		if d == nil || b == nil {
-			return nil
-		}
-		add(fmt.Sprintf("3 uncontended: %s >= %.2fx %s", label, min, peer), ratio(d.AcqPerSec, b.AcqPerSec), d.AcqPerSec >= min*b.AcqPerSec, b.AcqPerSec > 0)
-		return d
-	}
-	unc("Redis", "dlock redis://", "bare SET NX PX spin lock, 10 ms retry", 0.95)
-	if d := unc("Redlock", "dlock redlock:// (5 masters)", "redsync Redlock (5 masters)", 1.0); d != nil {
-		b := find(rs, ScenUncontended, "redsync Redlock (5 masters)", 0, "")
-		if d.CmdsPerAcq != nil && b.CmdsPerAcq != nil {
-			add("3 uncontended: Redlock server commands <= 1.5x redsync", pratio(d.CmdsPerAcq, b.CmdsPerAcq), *d.CmdsPerAcq <= 1.5**b.CmdsPerAcq, true)
-		}
-	}
-	unc("etcd", "dlock etcd://", "etcd concurrency.Mutex", 1.0)
-	unc("ZooKeeper", "dlock zk://", "go-zookeeper zk.Lock", 1.0)
-	if d, b := find(rs, ScenContended, "dlock etcd://", 8, ""), find(rs, ScenContended, "etcd concurrency.Mutex", 8, ""); d != nil && b != nil {
-		add("3 etcd contended x8: acq/s >= 5x concurrency.Mutex", ratio(d.AcqPerSec, b.AcqPerSec), d.AcqPerSec >= 5*b.AcqPerSec, b.AcqPerSec > 0)
-	}
-	// 4. Many holds.
-	for _, r := range rs {
-		if r.Scenario != ScenManyHolds || r.Held == 0 {
-			continue
-		}
-		ok := r.GoroutinesPerHold <= 0.01 && r.HeapPerHold <= 2048 && r.Lost == 0 && r.Held == r.Holds
-		add(fmt.Sprintf("4 many holds %d, TTL %s, %s: <= 0.01 goroutines, <= 2 KB heap per hold, none lost, all held", r.Holds, r.TTL, r.System),
-			fmt.Sprintf("%d/%d held, %.3f goroutines, %.0f B, %d lost", r.Held, r.Holds, r.GoroutinesPerHold, r.HeapPerHold, r.Lost), ok, true)
-	}
-	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-	p("## goals of issue 22 (targets against this run)\n\n| goal | measured | status |\n|---|--:|---|\n")
-	for _, g := range gs {
-		st := "unknown"
-		if g.met != nil {
-			st = map[bool]string{true: "met", false: "**not met**"}[*g.met]
-		}
-		p("| %s | %s | %s |\n", g.what, g.measured, st)
-	}
-	p("\nGoal 4's \"renewal work that does not grow as one round trip per hold\" is read off the renew RT/hold/s column\n")
-	p("(Redis and Redlock); goal 5 is this file.\n")
 }

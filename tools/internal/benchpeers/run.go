@@ -31,7 +31,7 @@ const (
 
 // Config is one run of the harness.
 type Config struct {
-	Endpoints Endpoints
+	Endpoints Endpoints     `json:"-"` // addresses may carry credentials
 	Systems   []string      // substrings of system names to run; empty: all available
 	Scenarios []string      // empty: all
 	Reps      int           // repetitions of the timed scenarios, interleaved; medians reported
@@ -45,7 +45,7 @@ type Config struct {
 	// AcquireBudget bounds acquiring the many holds; what is held by then
 	// is measured.
 	AcquireBudget time.Duration
-	Log           io.Writer // progress; nil: none
+	Log           io.Writer `json:"-"` // progress; nil: none
 }
 
 // Result is one scenario of one system in one repetition (or, after

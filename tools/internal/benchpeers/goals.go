@@ -1,0 +1,281 @@
+package benchpeers
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+// The systems the goals of issue 22 name.
+const (
+	sysBare         = "bare SET NX PX spin lock, 10 ms retry"
+	sysRedis        = "dlock redis://"
+	sysRedsyncRL    = "redsync Redlock (5 masters)"
+	sysRedlock      = "dlock redlock:// (5 masters)"
+	sysEtcdMutex    = "etcd concurrency.Mutex"
+	sysEtcd         = "dlock etcd://"
+	sysZKLock       = "go-zookeeper zk.Lock"
+	sysZK           = "dlock zk://"
+	contendedGoalN  = 8
+	manyHoldsPerTTL = 3 // renewals fall due every TTL/3
+)
+
+// goal is one checked target of issue 22. why, for a target this run did
+// not meet, gives the reason with the figures of this run that show it.
+type goal struct {
+	what     string
+	measured string
+	met      *bool
+	why      string
+}
+
+// goals collects the targets as they are checked.
+type goals []goal
+
+func (gs *goals) add(what, measured string, ok, known bool, why string) {
+	g := goal{what: what, measured: measured}
+	if known {
+		g.met = &ok
+	}
+	if known && !ok {
+		g.why = why
+	}
+	*gs = append(*gs, g)
+}
+
+// cycleMs is the time between two acquisitions of a contended key.
+func cycleMs(r *Result) float64 {
+	if r.AcqPerSec <= 0 {
+		return 0
+	}
+	return 1000 / r.AcqPerSec
+}
+
+func val(p *float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func writeGoals(w io.Writer, meta Meta, rs []Result) {
+	cfg := meta.Config
+	cores := meta.Machine["nproc"]
+	var gs goals
+	redisContended(&gs, cfg, rs, cores)
+	redlockContended(&gs, rs)
+	uncontended(&gs, rs)
+	if d, b := find(rs, ScenContended, sysEtcd, contendedGoalN, ""), find(rs, ScenContended, sysEtcdMutex, contendedGoalN, ""); d != nil && b != nil {
+		why := fmt.Sprintf("5x concurrency.Mutex is %.0f acquisitions/s. Every acquisition costs etcd two writes (the entry's put and its delete), "+
+			"whatever the lock does: one Locker alone, uncontended, did %.0f/s in this run, and dlock contended reaches %s of that with %d worker "+
+			"processes sharing %s cores with etcd. The peer's figure would have to be below a fifth of the store's own floor.",
+			5*b.AcqPerSec, uncRate(rs, sysEtcd), pctOf(d.AcqPerSec, uncRate(rs, sysEtcd)), contendedGoalN, cores)
+		gs.add("3 etcd contended x8: acq/s >= 5x concurrency.Mutex", ratio(d.AcqPerSec, b.AcqPerSec), d.AcqPerSec >= 5*b.AcqPerSec, b.AcqPerSec > 0, why)
+	}
+	manyHolds(&gs, rs, cores)
+
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p("## goals of issue 22 (targets against this run)\n\n")
+	p("A target not met says why, with the figures of this run that show it; the measured column is the best figure reached.\n\n")
+	p("| goal | measured | status | why not met (figures of this run) |\n|---|--:|---|---|\n")
+	for _, g := range gs {
+		st := "unknown"
+		if g.met != nil {
+			st = map[bool]string{true: "met", false: "**not met**"}[*g.met]
+		}
+		p("| %s | %s | %s | %s |\n", g.what, g.measured, st, g.why)
+	}
+	p("\nGoal 4's \"renewal work that does not grow as one round trip per hold\" is read off the renew RT/hold/s column\n")
+	p("(Redis and Redlock); goal 5 is this file.\n")
+}
+
+// uncRate is a system's uncontended acquisitions per second (0 when not run).
+func uncRate(rs []Result, sys string) float64 {
+	if r := find(rs, ScenUncontended, sys, 0, ""); r != nil {
+		return r.AcqPerSec
+	}
+	return 0
+}
+
+// pctOf is a as a percentage of b.
+func pctOf(a, b float64) string {
+	if b == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f%%", 100*a/b)
+}
+
+// redisContended checks goal 1: Redis, 8 Lockers in 8 processes.
+func redisContended(gs *goals, cfg Config, rs []Result, cores string) {
+	holdMs := float64(cfg.Hold) / float64(time.Millisecond)
+	if d, b := find(rs, ScenContended, sysRedis, contendedGoalN, ""), find(rs, ScenContended, sysBare, contendedGoalN, ""); d != nil && b != nil {
+		cd, cb := cycleMs(d), cycleMs(b)
+		why := fmt.Sprintf("A FIFO handoff waits until the one process next in line is scheduled; a spin lock takes whichever process "+
+			"runs first. With %d worker processes and the server on %s cores a cycle took %.2f ms here against %.2f ms for the spin lock "+
+			"(hold %v). The herd is gone: server CPU per acquisition %s the spin lock's, fairness %d/%d against its %d/%d.",
+			contendedGoalN, cores, cd, cb, cfg.Hold, pratio(d.CPUPerAcq, b.CPUPerAcq), d.FairMax, d.FairMin, b.FairMax, b.FairMin)
+		gs.add("1 Redis x8: acq/s >= 1.0x bare spin lock", ratio(d.AcqPerSec, b.AcqPerSec), d.AcqPerSec >= b.AcqPerSec, b.AcqPerSec > 0, why)
+		lim := contendedGoalN*holdMs + 5
+		fifo := contendedGoalN*cd + 5
+		within := "within"
+		if d.WaitP99 > fifo {
+			within = "over"
+		}
+		why = fmt.Sprintf("The limit takes a cycle to be the hold. The queue bounds a wait by %d cycles: %d x the measured cycle %.2f ms "+
+			"+ 5 ms = %.1f ms, and the p99 is %s that (the spin lock's p99: %.1f ms).", contendedGoalN, contendedGoalN, cd, fifo, within, b.WaitP99)
+		gs.add(fmt.Sprintf("1 Redis x8: wait p99 <= 8 x hold + 5 ms (%.0f ms)", lim), fmt.Sprintf("%.1f ms", d.WaitP99), d.WaitP99 <= lim, true, why)
+		if d.HandoffP99 != nil {
+			why := fmt.Sprintf("A handoff is the release script, its message to the next waiter and that waiter's read of its grant; "+
+				"the waiter's process must be scheduled for the read, on %s cores shared by %d workers and the server. "+
+				"The spin lock's handoff p99 in this run: %s ms.", cores, contendedGoalN, fnum(b.HandoffP99, 2))
+			gs.add("1 Redis x8: handoff p99 <= 1 ms", fmt.Sprintf("%.2f ms", *d.HandoffP99), *d.HandoffP99 <= 1, true, why)
+		}
+		if d.FairMin > 0 {
+			f := float64(d.FairMax) / float64(d.FairMin)
+			gs.add("1 Redis x8: fairness max/min <= 1.5", fmt.Sprintf("%.2f", f), f <= 1.5, true, "")
+		}
+		if d.RTPerAcq != nil {
+			gs.add("1 Redis x8: client round trips/acq <= 3", fmt.Sprintf("%.1f", *d.RTPerAcq), *d.RTPerAcq <= 3, true, "")
+		}
+		if d.UsecPerAcq != nil && b.UsecPerAcq != nil {
+			why := fmt.Sprintf("commandstats counts the commands inside a script twice: in the script's own µs and in their own. "+
+				"The main thread's CPU (INFO cpu, next row) counts each once: %s the spin lock's.", pratio(d.CPUPerAcq, b.CPUPerAcq))
+			gs.add("1 Redis x8: server µs/acq <= 2x bare", pratio(d.UsecPerAcq, b.UsecPerAcq), *d.UsecPerAcq <= 2**b.UsecPerAcq, true, why)
+		}
+		if d.CPUPerAcq != nil && b.CPUPerAcq != nil {
+			gs.add("1 Redis x8: server CPU µs/acq (INFO cpu, main thread) <= 2x bare", pratio(d.CPUPerAcq, b.CPUPerAcq), *d.CPUPerAcq <= 2**b.CPUPerAcq, true, "")
+		}
+	}
+	var perN []string
+	var cmds []float64
+	for _, n := range cfg.Lockers {
+		if d := find(rs, ScenContended, sysRedis, n, ""); d != nil && d.CmdsPerAcq != nil {
+			perN = append(perN, fmt.Sprintf("%d: %.1f", n, *d.CmdsPerAcq))
+			cmds = append(cmds, *d.CmdsPerAcq)
+		}
+	}
+	if len(cmds) > 1 {
+		// "the same": within 25% of the smallest, to allow for noise.
+		ok := slices.Max(cmds) <= 1.25*slices.Min(cmds)
+		gs.add("1 Redis: server commands/acq the same for 2, 8, 32 Lockers (within 25%)", strings.Join(perN, ", "), ok, true,
+			"Commands per acquisition grow with the waiting Lockers: a release wakes more than the next waiter.")
+	}
+}
+
+// redlockContended checks goal 2: Redlock, 8 Lockers in 8 processes.
+func redlockContended(gs *goals, rs []Result) {
+	d, b := find(rs, ScenContended, sysRedlock, contendedGoalN, ""), find(rs, ScenContended, sysRedsyncRL, contendedGoalN, "")
+	if d == nil || b == nil {
+		return
+	}
+	attempts, unc := "n/a", 0.0
+	if u := find(rs, ScenUncontended, sysRedlock, 0, ""); u != nil && u.CmdsPerAcq != nil && d.CmdsPerAcq != nil && *u.CmdsPerAcq > 0 {
+		unc = *u.CmdsPerAcq
+		attempts = fmt.Sprintf("%.1f", *d.CmdsPerAcq/unc)
+	}
+	why := fmt.Sprintf("Not reached yet. A contended acquisition cost %s times the commands of an uncontended Lock+Unlock (%.0f against %.0f): "+
+		"each instance wakes its own queue's head at a release, the heads can differ, and the woken waiters race the releaser's next Lock. "+
+		"Closing it needs grants handed over at release on a majority, as the Redis backend hands them over on one server.",
+		attempts, val(d.CmdsPerAcq), unc)
+	gs.add("2 Redlock x8: acq/s >= 1.0x redsync Redlock", ratio(d.AcqPerSec, b.AcqPerSec), d.AcqPerSec >= b.AcqPerSec, b.AcqPerSec > 0, why)
+	if d.CmdsPerAcq != nil && b.CmdsPerAcq != nil {
+		gs.add("2 Redlock x8: server commands/acq <= 2x redsync", pratio(d.CmdsPerAcq, b.CmdsPerAcq), *d.CmdsPerAcq <= 2**b.CmdsPerAcq, true, why)
+	}
+}
+
+// tokenCost is why a Redis lock with fencing tokens costs more server work
+// than SET NX PX, with the figures of d and its peer b.
+func tokenCost(d, b *Result) string {
+	return fmt.Sprintf("The same round trips (%s against %s), but %s server commands per Lock+Unlock against %s, %s µs against %s: "+
+		"the acquire reads the server clock and the fencing counter, checks the wait queue, and writes the counter (tokens that never "+
+		"repeat, even after a failover or a restore), the lock and its description (Inspect). That is the price of the fencing token.",
+		fnum(d.RTPerAcq, 2), fnum(b.RTPerAcq, 2), fnum(d.CmdsPerAcq, 1), fnum(b.CmdsPerAcq, 1), fnum(d.UsecPerAcq, 1), fnum(b.UsecPerAcq, 1))
+}
+
+// uncontended checks goal 3's uncontended targets.
+func uncontended(gs *goals, rs []Result) {
+	unc := func(label, dl, peer string, min float64, why func(d, b *Result) string) (*Result, *Result) {
+		d, b := find(rs, ScenUncontended, dl, 0, ""), find(rs, ScenUncontended, peer, 0, "")
+		if d == nil || b == nil {
+			return nil, nil
+		}
+		gs.add(fmt.Sprintf("3 uncontended: %s >= %.2fx %s", label, min, peer), ratio(d.AcqPerSec, b.AcqPerSec),
+			d.AcqPerSec >= min*b.AcqPerSec, b.AcqPerSec > 0, why(d, b))
+		return d, b
+	}
+	unc("Redis", sysRedis, sysBare, 0.95, tokenCost)
+	if d, b := unc("Redlock", sysRedlock, sysRedsyncRL, 1.0, tokenCost); d != nil && d.CmdsPerAcq != nil && b.CmdsPerAcq != nil {
+		gs.add("3 uncontended: Redlock server commands <= 1.5x redsync", pratio(d.CmdsPerAcq, b.CmdsPerAcq),
+			*d.CmdsPerAcq <= 1.5**b.CmdsPerAcq, true, tokenCost(d, b))
+	}
+	unc("etcd", sysEtcd, sysEtcdMutex, 1.0, func(d, b *Result) string {
+		return fmt.Sprintf("Not a request more: %s server requests per Lock+Unlock, as concurrency.Mutex (%s): a transaction that "+
+			"queues the entry and reads its predecessor, and a delete guarded by the entry's revision. The gap is %.0f µs a cycle "+
+			"(wait p50 %.2f against %.2f ms) on a cycle of %.0f µs, most of it etcd's disk sync; the Locker's loss watch is not it "+
+			"(without it the gap stays).",
+			fnum(d.CmdsPerAcq, 1), fnum(b.CmdsPerAcq, 1), 1e6/d.AcqPerSec-1e6/b.AcqPerSec, d.WaitP50, b.WaitP50, 1e6/d.AcqPerSec)
+	})
+	unc("ZooKeeper", sysZK, sysZKLock, 1.0, func(d, b *Result) string {
+		return fmt.Sprintf("%s packets per Lock+Unlock against %s, in the same round trips: an exists-with-watch on its own node, sent "+
+			"with the listing, gives the fencing token (its czxid) and the loss signal zk.Lock does not have. Wait p50 %.2f against %.2f ms.",
+			fnum(d.CmdsPerAcq, 1), fnum(b.CmdsPerAcq, 1), d.WaitP50, b.WaitP50)
+	})
+}
+
+// ttlOf is the lease a many-holds row ran with.
+func ttlOf(r *Result) time.Duration {
+	if r.TTL == "default" {
+		return dlock.DefaultTTL
+	}
+	first, _, _ := strings.Cut(r.TTL, " ")
+	d, err := time.ParseDuration(first)
+	if err != nil {
+		return 0
+	}
+	return d
+}
+
+// manyHolds checks goal 4 on every many-holds row.
+func manyHolds(gs *goals, rs []Result, cores string) {
+	for i := range rs {
+		r := &rs[i]
+		if r.Scenario != ScenManyHolds || r.Held == 0 {
+			continue
+		}
+		ok := r.GoroutinesPerHold <= 0.01 && r.HeapPerHold <= 2048 && r.Lost == 0 && r.Held == r.Holds
+		var why []string
+		if r.Lost > 0 || r.Held < r.Holds {
+			if ttl := ttlOf(r); ttl > 0 {
+				why = append(why, fmt.Sprintf("%d holds at a %v TTL need %.0f renewals a second (each once per TTL/3)%s; with the client "+
+					"and the servers on %s cores they fell behind, and %d holds ran out of lease.", r.Holds, ttl,
+					float64(r.Holds)/(ttl.Seconds()/manyHoldsPerTTL), renewalUnit(r.System), cores, r.Lost))
+			}
+		}
+		if r.GoroutinesPerHold > 0.01 {
+			why = append(why, fmt.Sprintf("%.0f goroutines for the whole Locker, a fixed number that more holds spread thinner.",
+				r.GoroutinesPerHold*float64(r.Holds)))
+		}
+		if r.HeapPerHold > 2048 {
+			why = append(why, "The heap per hold is over the limit.")
+		}
+		gs.add(fmt.Sprintf("4 many holds %d, TTL %s, %s: <= 0.01 goroutines, <= 2 KB heap per hold, none lost, all held", r.Holds, r.TTL, r.System),
+			fmt.Sprintf("%d/%d held, %.3f goroutines, %.0f B, %d lost", r.Held, r.Holds, r.GoroutinesPerHold, r.HeapPerHold, r.Lost), ok, true,
+			strings.Join(why, " "))
+	}
+}
+
+// renewalUnit says what one renewal costs on a system's store.
+func renewalUnit(sys string) string {
+	switch sys {
+	case sysRedlock:
+		return ", each a check-and-extend on each of 5 servers"
+	case "dlock file://":
+		return ", each a locked read and rewrite of the key's file"
+	default:
+		return ""
+	}
+}

@@ -1,0 +1,83 @@
+package benchpeers
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A target not met carries its reason with the figures of the run; a met
+// one carries none.
+func TestGoalsSayWhyNotMet(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	rs := []Result{
+		{Scenario: ScenContended, System: sysRedis, Lockers: 8, AcqPerSec: 500, WaitP99: 20, HandoffP99: f(0.8),
+			FairMax: 100, FairMin: 99, CmdsPerAcq: f(23), CPUPerAcq: f(200), RTPerAcq: f(2)},
+		{Scenario: ScenContended, System: sysBare, Lockers: 8, AcqPerSec: 600, WaitP99: 200, HandoffP99: f(9),
+			FairMax: 200, FairMin: 50, CmdsPerAcq: f(5), CPUPerAcq: f(150), RTPerAcq: f(3)},
+		{Scenario: ScenUncontended, System: sysEtcd, AcqPerSec: 400, CmdsPerAcq: f(2)},
+		{Scenario: ScenContended, System: sysEtcd, Lockers: 8, AcqPerSec: 200},
+		{Scenario: ScenContended, System: sysEtcdMutex, Lockers: 8, AcqPerSec: 80},
+		{Scenario: ScenManyHolds, System: "dlock file://", TTL: "3s", Holds: 1000, Held: 1000, Lost: 7, HeapPerHold: 900},
+		{Scenario: ScenManyHolds, System: sysRedis, TTL: "default", Holds: 1000, Held: 1000, HeapPerHold: 1500},
+	}
+	var buf bytes.Buffer
+	writeGoals(&buf, Meta{Machine: map[string]string{"nproc": "2"}, Config: Config{Hold: time.Millisecond, Lockers: []int{8}}}, rs)
+	md := buf.String()
+	row := func(prefix string) string {
+		for _, l := range strings.Split(md, "\n") {
+			if strings.HasPrefix(l, "| "+prefix) {
+				return l
+			}
+		}
+		t.Fatalf("no row %q in\n%s", prefix, md)
+		return ""
+	}
+	for prefix, want := range map[string][]string{
+		"1 Redis x8: acq/s":                        {"0.83x", "**not met**", "2.00 ms here against 1.67 ms", "on 2 cores"},
+		"1 Redis x8: wait p99":                     {"**not met**", "8 x the measured cycle 2.00 ms + 5 ms = 21.0 ms", "within that"},
+		"3 etcd contended x8":                      {"2.50x", "**not met**", "5x concurrency.Mutex is 400", "did 400/s", "reaches 50% of that"},
+		"4 many holds 1000, TTL 3s, dlock file://": {"7 lost", "**not met**", "1000 renewals a second", "7 holds ran out of lease"},
+	} {
+		l := row(prefix)
+		for _, w := range want {
+			if !strings.Contains(l, w) {
+				t.Errorf("row %q lacks %q:\n%s", prefix, w, l)
+			}
+		}
+	}
+	for _, prefix := range []string{"1 Redis x8: handoff p99", "1 Redis x8: fairness", "4 many holds 1000, TTL default"} {
+		if l := row(prefix); !strings.HasSuffix(l, "| met |  |") {
+			t.Errorf("a met target with a reason or not met:\n%s", l)
+		}
+	}
+}
+
+// The JSON of a run (benchpeers -json) keeps what the report needs, so
+// that -render writes the same report from it, and no endpoint.
+func TestMetaJSONRoundTrip(t *testing.T) {
+	cfg := Config{Endpoints: Endpoints{Redis: "redis://:secret@127.0.0.1:6379"}, Reps: 3, Duration: 2 * time.Second,
+		Lockers: []int{2, 8}, Hold: time.Millisecond, Holds: 10, HoldTTLs: []time.Duration{0, 3 * time.Second}}
+	meta := Meta{Command: "c", Started: time.Unix(1, 0).UTC(), Finished: time.Unix(2, 0).UTC(),
+		Machine: map[string]string{"nproc": "2"}, Config: cfg}
+	rs := []Result{{Scenario: ScenContended, System: sysRedis, Lockers: 8, AcqPerSec: 500, WaitP99: 20}}
+	b, err := json.Marshal(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte("secret")) {
+		t.Fatalf("the JSON carries an endpoint: %s", b)
+	}
+	var back Meta
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	var a, c bytes.Buffer
+	WriteMarkdown(&a, meta, rs)
+	WriteMarkdown(&c, back, rs)
+	if a.String() != c.String() {
+		t.Fatalf("the report from the JSON differs:\n%s\n---\n%s", a.String(), c.String())
+	}
+}
