@@ -35,24 +35,29 @@ type tally struct {
 func (d *Driver) tally(replies []reply) tally {
 	var t tally
 	for _, r := range replies {
-		done, err := r.val, r.err
-		var ok bool
-		if err == nil {
-			ok, err = redislua.ParseFlag(done)
-		}
-		switch {
-		case err != nil:
-			t.unknown++
-			if t.firstErr == nil {
-				t.firstErr = d.instErr(reply{inst: r.inst, err: err})
-			}
-		case ok:
-			t.ok++
-		default:
-			t.no++
-		}
+		d.count(&t, r)
 	}
 	return t
+}
+
+// count adds one instance's reply to t.
+func (d *Driver) count(t *tally, r reply) {
+	done, err := r.val, r.err
+	var ok bool
+	if err == nil {
+		ok, err = redislua.ParseFlag(done)
+	}
+	switch {
+	case err != nil:
+		t.unknown++
+		if t.firstErr == nil {
+			t.firstErr = d.instErr(reply{inst: r.inst, err: err})
+		}
+	case ok:
+		t.ok++
+	default:
+		t.no++
+	}
 }
 
 // Release deletes the lock on every instance where it is still this hold's,

@@ -81,10 +81,8 @@ func (d *Driver) RenewBatch(ctx context.Context, hs []driver.Hold) ([]time.Durat
 			p.calls[c] = d.inst[p.idx[c]].batch.submit(reqs[c], timeout, p.g)
 		}
 	}
-	// Each hold's replies, one per instance it was sent to: n slots per
-	// hold in one array.
-	n := len(d.inst)
-	replies, got := make([]reply, len(hs)*n), make([]int, len(hs))
+	// Each hold's replies, counted as they are read.
+	tallies := make([]tally, len(hs))
 	for c, r := range p.wait(ctx) {
 		chunk := chunks[c]
 		var vals []any
@@ -98,13 +96,12 @@ func (d *Driver) RenewBatch(ctx context.Context, hs []driver.Hold) ([]time.Durat
 			if err == nil {
 				rp.val, rp.err = vals[j], perrs[j]
 			}
-			replies[i*n+got[i]] = rp
-			got[i]++
+			d.count(&tallies[i], rp)
 		}
 	}
 	for i, st := range sts {
 		if st != nil {
-			ttls[i], errs[i] = d.renewed(ctx, d.tally(replies[i*n:i*n+got[i]]), st)
+			ttls[i], errs[i] = d.renewed(ctx, tallies[i], st)
 		}
 	}
 	return ttls, errs
@@ -124,13 +121,14 @@ func (d *Driver) instanceSet(idx []int, hold int) uint64 {
 	return m
 }
 
-// renewManyRequest is RenewMany for the holds chunk of sts.
+// renewManyRequest is RenewMany for the holds chunk of sts: each hold's
+// Renew (renewRequest) keys and arguments, one after the other.
 func renewManyRequest(sts []*attempt, chunk []int) request {
-	keys, args := make([][]string, len(chunk)), make([][]any, len(chunk))
-	for j, i := range chunk {
-		r := renewRequest(sts[i])
-		keys[j], args[j] = r.keys, r.args
+	keys, args := make([]string, 0, len(chunk)), make([]any, 0, 2*len(chunk))
+	for _, i := range chunk {
+		st := sts[i]
+		keys = append(keys, st.names.lock)
+		args = append(args, st.owner, st.ttl.Milliseconds())
 	}
-	ks, as := redislua.RenewManyArgs(keys, args)
-	return request{script: redislua.RenewMany, keys: ks, args: as}
+	return request{script: redislua.RenewMany, keys: keys, args: args}
 }

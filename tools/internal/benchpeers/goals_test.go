@@ -22,6 +22,7 @@ func TestGoalsSayWhyNotMet(t *testing.T) {
 		{Scenario: ScenContended, System: sysEtcdMutex, Lockers: 8, AcqPerSec: 80},
 		{Scenario: ScenManyHolds, System: "dlock file://", TTL: "3s", Holds: 1000, Held: 1000, Lost: 7, HeapPerHold: 900},
 		{Scenario: ScenManyHolds, System: sysRedis, TTL: "default", Holds: 1000, Held: 1000, HeapPerHold: 1500},
+		{Scenario: ScenManyHolds, System: sysRedis, TTL: "3s", Holds: 1000, Held: 1000, HeapPerHold: 2100},
 	}
 	var buf bytes.Buffer
 	writeGoals(&buf, Meta{Machine: map[string]string{"nproc": "2"}, Config: Config{Hold: time.Millisecond, Lockers: []int{8}}}, rs)
@@ -36,10 +37,11 @@ func TestGoalsSayWhyNotMet(t *testing.T) {
 		return ""
 	}
 	for prefix, want := range map[string][]string{
-		"1 Redis x8: acq/s":                        {"0.83x", "**not met**", "2.00 ms here against 1.67 ms", "on 2 cores"},
-		"1 Redis x8: wait p99":                     {"**not met**", "8 x the measured cycle 2.00 ms + 5 ms = 21.0 ms", "within that"},
-		"3 etcd contended x8":                      {"2.50x", "**not met**", "5x concurrency.Mutex is 400", "did 400/s", "reaches 50% of that"},
-		"4 many holds 1000, TTL 3s, dlock file://": {"7 lost", "**not met**", "1000 renewals a second", "7 holds ran out of lease"},
+		"1 Redis x8: acq/s":                         {"0.83x", "**not met**", "2.00 ms here against 1.67 ms", "on 2 cores"},
+		"1 Redis x8: wait p99":                      {"**not met**", "8 x the measured cycle 2.00 ms + 5 ms = 21.0 ms", "within that"},
+		"3 etcd contended x8":                       {"2.50x", "**not met**", "5x concurrency.Mutex is 400", "did 400/s", "reaches 50% of that"},
+		"4 many holds 1000, TTL 3s, dlock file://":  {"7 lost", "**not met**", "1000 renewals a second", "7 holds ran out of lease"},
+		"4 many holds 1000, TTL 3s, dlock redis://": {"2100 B", "**not met**", "at the default TTL the same holds cost 1500 B", "renewed every 1s"},
 	} {
 		l := row(prefix)
 		for _, w := range want {
