@@ -263,27 +263,27 @@
 // running):
 //
 //	workers  system            acq/s  wait p99  handoff p99  max/min  cmds/acq  µs/acq  CPU µs/acq  RT/acq
-//	2        bare SET NX spin  644    64.4 ms    6.93 ms     697/589  4.1       35.2    145.7       2.15
-//	2        dlock redis://    634     2.7 ms    1.09 ms     634/633  21.0      152.7   259.9       2.00
-//	8        bare SET NX spin  666    236.0 ms   9.58 ms     228/88   5.0       38.7    160.4       2.99
-//	8        dlock redis://    588    16.5 ms    1.30 ms     148/146  23.0      153.7   255.8       2.02
-//	32       bare SET NX spin  612    484.1 ms   3.85 ms     68/14    8.6       50.4    317.3       6.64
-//	32       dlock redis://    561    65.8 ms    1.59 ms     36/34    23.2      163.6   286.2       2.08
+//	2        bare SET NX spin  785    20.8 ms    8.76 ms     930/638  4.1       14.6    64.2        2.12
+//	2        dlock redis://    773     1.7 ms    0.39 ms     773/773  21.0      71.5    113.5       2.00
+//	8        bare SET NX spin  794    268.0 ms   9.83 ms     269/132  4.9       15.3    77.0        2.86
+//	8        dlock redis://    756    11.1 ms    0.45 ms     190/188  23.0      76.3    122.8       2.02
+//	32       bare SET NX spin  782    535.3 ms   3.75 ms     92/16    7.8       20.2    148.8       5.82
+//	32       dlock redis://    736    46.7 ms    0.60 ms     47/45    23.1      77.1    124.6       2.06
 //
 // cmds/acq counts every command INFO commandstats reports, the scripts'
 // inner commands included, and µs/acq sums their usec (a script's usec
 // already includes its inner commands', so scripts are counted about a
 // third too high, and a preempted server counts its wait); CPU µs/acq is
 // the server main thread's CPU time (INFO cpu), networking and pub/sub
-// included: 1.6x the bare lock's with 8 workers. Waiters queue on the server, so commands per
-// acquisition stay flat from 2 to 32 waiting Lockers (before the queue:
+// included: 1.6x the bare lock's with 8 workers. Waiters queue on the
+// server, so commands per acquisition stay flat from 2 to 32 waiting Lockers (before the queue:
 // 15.7, 40.6 and 108 in BENCHMARKS.md, each release waking every Locker),
 // and so do round trips (two: the refused attempt that queues, and the
 // release that hands the lock on; before: 3.3, 9.4 and 26). Each waiting
 // process gets its turn (fairness 1.0). The handoff and wait tails are
 // the machine's: a FIFO handoff waits for one given process to be
 // scheduled, where a spin lock takes whichever runs; with 8 waiters the
-// wait is about eight holds plus handoffs, and on this machine a cycle
-// took about 1.7 ms, not 1. TestQueueCommandsPerAcquisitionFlat
+// wait is about eight cycles, and on this machine a cycle took 1.3 ms
+// (1.7 ms in an earlier run), not 1. TestQueueCommandsPerAcquisitionFlat
 // checks the flat commands per acquisition on a server of its own.
 package redis
