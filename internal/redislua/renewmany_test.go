@@ -19,7 +19,7 @@ func TestRenewManyAnswersPerKey(t *testing.T) {
 	for i := range 5 {
 		t.Cleanup(func() { c.Del(context.Background(), k(i)) })
 	}
-	c.Set(ctx, k(0), "a", time.Second)           // ours: extended
+	c.Set(ctx, k(0), "a", time.Second)            // ours: extended
 	c.Set(ctx, k(1), "someone else", time.Second) // another owner's
 	// k(2) is missing
 	c.HSet(ctx, k(3), "field", "value")  // not a lock
