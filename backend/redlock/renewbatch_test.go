@@ -17,8 +17,12 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// rtHook counts round trips: a command or a pipeline sent to one instance.
-type rtHook struct{ n *atomic.Int64 }
+// rtHook counts round trips: a command or a pipeline sent to one
+// instance; with perCmd, commands instead, each of a pipeline on its own.
+type rtHook struct {
+	n      *atomic.Int64
+	perCmd bool
+}
 
 func (h rtHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
@@ -31,19 +35,50 @@ func (h rtHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h rtHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(1)
+		if h.perCmd {
+			h.n.Add(int64(len(cmds)))
+		} else {
+			h.n.Add(1)
+		}
 		return next(ctx, cmds)
 	}
 }
 
 func countedClients(t *testing.T) ([]*redis.Client, *atomic.Int64) {
 	t.Helper()
+	return hookedClients(t, false)
+}
+
+// hookedClients are clients of the instances whose round trips, or with
+// perCmd commands, are counted in the returned counter.
+func hookedClients(t *testing.T, perCmd bool) ([]*redis.Client, *atomic.Int64) {
+	t.Helper()
 	cs := adminClients(t, hostsOf(t, endpoint(t)))
 	n := new(atomic.Int64)
 	for _, c := range cs {
-		c.AddHook(rtHook{n})
+		c.AddHook(rtHook{n: n, perCmd: perCmd})
 	}
 	return cs, n
+}
+
+// acquireMany takes n keys named prefix+i through d, each with its own
+// owner, and releases them when the test ends.
+func acquireMany(t *testing.T, d *redlock.Driver, prefix string, n int) []driver.Hold {
+	t.Helper()
+	hs := make([]driver.Hold, n)
+	for i := range hs {
+		h, err := d.TryAcquire(context.Background(), driver.Request{Key: prefix + strconv.Itoa(i), TTL: 10 * time.Second, Owner: "o" + strconv.Itoa(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs[i] = h
+	}
+	t.Cleanup(func() {
+		for _, h := range hs {
+			_ = d.Release(context.Background(), h)
+		}
+	})
+	return hs
 }
 
 // Holds due together are renewed together: over two renewal rounds of
@@ -135,20 +170,7 @@ func TestRenewBatchOwnership(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = d.Close() })
 	ctx := context.Background()
-	const n = 50
-	hs := make([]driver.Hold, n)
-	for i := range hs {
-		h, err := d.TryAcquire(ctx, driver.Request{Key: "k" + strconv.Itoa(i), TTL: 10 * time.Second, Owner: "o" + strconv.Itoa(i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		hs[i] = h
-	}
-	defer func() {
-		for _, h := range hs {
-			_ = d.Release(context.Background(), h)
-		}
-	}()
+	hs := acquireMany(t, d, "k", 50)
 	// Take hold 1 away (released everywhere).
 	if err := d.Release(ctx, hs[1]); err != nil {
 		t.Fatal(err)
@@ -167,56 +189,20 @@ func TestRenewBatchOwnership(t *testing.T) {
 	}
 }
 
-// cmdHook counts the commands sent to the instances, each command of a
-// pipeline on its own.
-type cmdHook struct{ n *atomic.Int64 }
-
-func (h cmdHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h cmdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (h cmdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
-}
-
 // The renewals of a batch cost each instance a few script calls, not one
 // per hold: the renewals of a pipeline are one RenewMany. Each hold is
 // still judged on its own: one taken over by another owner on every
 // instance is lost, the others are renewed.
 func TestRenewBatchIsFewScriptCalls(t *testing.T) {
 	const n = 500
-	cs := adminClients(t, hostsOf(t, endpoint(t)))
-	cmds := new(atomic.Int64)
-	for _, c := range cs {
-		c.AddHook(cmdHook{cmds})
-	}
+	cs, cmds := hookedClients(t, true)
 	d, err := redlock.NewDriver(cs, redlock.Config{Prefix: testPrefix(), Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Close() })
 	ctx := context.Background()
-	hs := make([]driver.Hold, n)
-	for i := range hs {
-		h, err := d.TryAcquire(ctx, driver.Request{Key: "few-" + strconv.Itoa(i), TTL: 10 * time.Second, Owner: "o" + strconv.Itoa(i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		hs[i] = h
-	}
-	defer func() {
-		for _, h := range hs {
-			_ = d.Release(context.Background(), h)
-		}
-	}()
+	hs := acquireMany(t, d, "few-", n)
 	// Hold 7 is taken over: released everywhere, then acquired by
 	// another owner, whose value the renewal must leave alone.
 	if err := d.Release(ctx, hs[7]); err != nil {
