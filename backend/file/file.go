@@ -81,7 +81,9 @@
 // every hold each TTL/3. N holds cost 3N/TTL of them a second: 100,000
 // holds at the default 30s TTL are 10,000 a second (held without a loss
 // in BENCHMARKS.md); at a 3s TTL they are 100,000 a second, more than two
-// cores can do, and BENCHMARKS.md shows the holds lost for it.
+// cores can do, and BENCHMARKS.md shows the holds lost for it. The holds
+// that fall due together are renewed in batches (RenewBatch), by a few
+// goroutines rather than one per renewal in flight.
 //
 // # Benchmarks
 //

@@ -1,0 +1,55 @@
+package file
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// RenewBatch judges each hold as Renew does: the live ones get a new lease,
+// a released one is ErrNotHeld, and a cancelled context renews nothing.
+func TestRenewBatch(t *testing.T) {
+	d := newDriver(t.TempDir())
+	t.Cleanup(func() { _ = d.Close() })
+	ctx := context.Background()
+	const n = 20
+	hs := make([]driver.Hold, n)
+	for i := range hs {
+		h, err := d.TryAcquire(ctx, driver.Request{Key: "k" + strconv.Itoa(i), TTL: time.Second, Owner: "o" + strconv.Itoa(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs[i] = h
+	}
+	if err := d.Release(ctx, hs[3]); err != nil {
+		t.Fatal(err)
+	}
+	hs[5].TTL = time.Minute
+	ttls, errs := d.RenewBatch(ctx, hs)
+	for i := range hs {
+		if i == 3 {
+			if !errors.Is(errs[i], driver.ErrNotHeld) {
+				t.Fatalf("released hold: %v; want ErrNotHeld", errs[i])
+			}
+			continue
+		}
+		if errs[i] != nil || ttls[i] != hs[i].TTL {
+			t.Fatalf("hold %d: ttl %v, err %v; want %v", i, ttls[i], errs[i], hs[i].TTL)
+		}
+	}
+	// The longer lease is on the file: another acquire is refused after
+	// the first second.
+	time.Sleep(1100 * time.Millisecond)
+	if _, err := d.TryAcquire(ctx, driver.Request{Key: "k5", TTL: time.Second, Owner: "other"}); !errors.Is(err, driver.ErrNotAcquired) {
+		t.Fatalf("acquire of a key renewed for a minute: %v; want ErrNotAcquired", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, errs := d.RenewBatch(cctx, hs[5:6]); !errors.Is(errs[0], context.Canceled) {
+		t.Fatalf("RenewBatch with a cancelled context: %v; want context.Canceled", errs[0])
+	}
+}
