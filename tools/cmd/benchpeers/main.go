@@ -44,6 +44,7 @@ func main() {
 		fileDir  = flag.Bool("file", true, "include dlock file:// (a lock directory made for the run and removed after)")
 		render   = flag.String("render", "", "run nothing: write the report from the results of an earlier -json")
 		cpuProf  = flag.String("cpuprofile", "", "write this process's CPU profile here (the workers of contended runs are other processes)")
+		memProf  = flag.String("memprofile", "", "many-holds: write the heap profile taken while all are held here, the system and TTL added to the name")
 	)
 	flag.Parse()
 	if *render != "" {
@@ -75,7 +76,7 @@ func main() {
 		},
 		Systems: split(*systems), Scenarios: split(*scens),
 		Reps: *reps, Duration: *dur, Parallel: *parallel, Hold: *hold,
-		Holds: *holds, HoldFor: *holdFor, AcquireBudget: *budget,
+		Holds: *holds, HoldFor: *holdFor, AcquireBudget: *budget, HeapProfile: *memProf,
 		Log: os.Stderr,
 	}
 	for _, s := range split(*lockers) {

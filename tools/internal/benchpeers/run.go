@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -45,7 +48,12 @@ type Config struct {
 	// AcquireBudget bounds acquiring the many holds; what is held by then
 	// is measured.
 	AcquireBudget time.Duration
-	Log           io.Writer `json:"-"` // progress; nil: none
+	// HeapProfile, when set, is where each many-holds run writes the
+	// process's heap profile at the moment its heap is measured (while all
+	// are held), the system and TTL added to the name: what the holds and
+	// their renewals keep alive.
+	HeapProfile string    `json:"-"`
+	Log         io.Writer `json:"-"` // progress; nil: none
 }
 
 // Result is one scenario of one system in one repetition (or, after
@@ -561,6 +569,11 @@ func runManyHolds(ctx context.Context, cfg Config, s system, ttl time.Duration) 
 	time.Sleep(cfg.HoldFor)
 	held1 := time.Since(t0)
 	g1, heap1 := usage()
+	if cfg.HeapProfile != "" {
+		if err := writeHeapProfile(cfg.HeapProfile, s.name, r.TTL); err != nil {
+			cfg.logf("heap profile: %v", err)
+		}
+	}
 	if rt0 >= 0 && len(held) > 0 {
 		v := float64(c.roundTrips()-rt0) / float64(len(held)) / held1.Seconds()
 		r.RenewRTPerHoldSec = &v
@@ -600,6 +613,23 @@ func runManyHolds(ctx context.Context, cfg Config, s system, ttl time.Duration) 
 	}
 	wg.Wait()
 	return r
+}
+
+// writeHeapProfile writes the heap profile to base, the system and ttl
+// added to its name ("holds.pprof" becomes "holds-redis-3s.pprof").
+func writeHeapProfile(base, system, ttl string) error {
+	tag := strings.Join(strings.FieldsFunc(strings.ToLower(system+" "+strings.Fields(ttl)[0]),
+		func(r rune) bool { return (r < 'a' || r > 'z') && (r < '0' || r > '9') }), "-")
+	ext := filepath.Ext(base)
+	f, err := os.Create(strings.TrimSuffix(base, ext) + "-" + tag + ext)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func usage() (goroutines int, heap uint64) {
