@@ -50,7 +50,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 	ttl := time.Duration(redislua.Millis(req.TTL)) * time.Millisecond // PX is in whole ms
 	timeout := d.timeout(ttl)
 	nm := d.names(req.Key)
-	a := newAttempt(d, nm, req.Owner, ttl)
+	a := newAttempt(d, nm, req.Key, req.Owner, ttl)
 	start := time.Now()
 
 	// Phase 1 waits for a majority of grants, else for every answer. The
@@ -209,7 +209,7 @@ func (a *attempt) fence(ctx context.Context, timeout time.Duration, won []int, c
 	}
 	var firstErr error
 	for _, r := range d.fanout(ctx, timeout, behind, request{script: fenceScript,
-		keys: []string{a.names.lock, a.names.counter}, args: []any{a.owner, strconv.FormatUint(token, 10)}},
+		keys: []string{a.lock, a.d.names(a.key).counter}, args: []any{a.owner, strconv.FormatUint(token, 10)}},
 		d.quorum-written, flagSet) {
 		switch {
 		case r.err != nil:

@@ -11,8 +11,12 @@ import (
 
 // attempt is one acquire attempt and, when it succeeds, the hold.
 type attempt struct {
-	d     *Driver
-	names names
+	d *Driver
+	// key is the user's key, the Mutex's own string; lock is its lock's
+	// name, the one every renewal sends. The other names are made when
+	// needed (names): a hold keeps 2 strings, not 8, of which one is new.
+	key   string
+	lock  string
 	owner string
 	ttl   time.Duration // the TTL set on the instances, whole milliseconds
 
@@ -33,9 +37,12 @@ const (
 	ansNotSent              // the request was never sent
 )
 
-func newAttempt(d *Driver, nm names, owner string, ttl time.Duration) *attempt {
-	return &attempt{d: d, names: nm, owner: owner, ttl: ttl, answers: make([]atomic.Int32, len(d.inst))}
+func newAttempt(d *Driver, nm names, key, owner string, ttl time.Duration) *attempt {
+	return &attempt{d: d, key: key, lock: nm.lock, owner: owner, ttl: ttl, answers: make([]atomic.Int32, len(d.inst))}
 }
+
+// names are the Redis names of the attempt's key.
+func (a *attempt) names() names { return a.d.names(a.key) }
 
 // answer records each instance's answer to the acquire when it arrives,
 // also after TryAcquire stopped waiting for it. An answer that arrives
@@ -97,7 +104,7 @@ func (a *attempt) releaseRequest(publish bool) request {
 	if publish {
 		announce = redislua.Publish
 	}
-	keys, args := redislua.ReleaseWakeArgs(a.names.queueKeys(), a.owner, announce, "released")
+	keys, args := redislua.ReleaseWakeArgs(a.names().queueKeys(), a.owner, announce, "released")
 	return request{script: redislua.Release, keys: keys, args: args}
 }
 

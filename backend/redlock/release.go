@@ -106,7 +106,7 @@ func (d *Driver) Renew(ctx context.Context, h driver.Hold) (time.Duration, error
 }
 
 func renewRequest(st *attempt) request {
-	keys, args := redislua.RenewArgs(st.names.lock, st.owner, st.ttl.Milliseconds())
+	keys, args := redislua.RenewArgs(st.lock, st.owner, st.ttl.Milliseconds())
 	return request{script: redislua.Renew, keys: keys, args: args}
 }
 

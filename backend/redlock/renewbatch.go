@@ -127,7 +127,7 @@ func renewManyRequest(sts []*attempt, chunk []int) request {
 	keys, args := make([]string, 0, len(chunk)), make([]any, 0, 2*len(chunk))
 	for _, i := range chunk {
 		st := sts[i]
-		keys = append(keys, st.names.lock)
+		keys = append(keys, st.lock)
 		args = append(args, st.owner, st.ttl.Milliseconds())
 	}
 	return request{script: redislua.RenewMany, keys: keys, args: args}
