@@ -143,12 +143,12 @@ func (d *fileDriver) Renew(ctx context.Context, h driver.Hold) (time.Duration, e
 	if err != nil {
 		return 0, err
 	}
-	err = update(ctx, hs.path, false, func(s *state, now time.Time) (bool, error) {
+	err = extend(ctx, hs.path, func(s *state, now time.Time) error {
 		if err := ours(h, s, now); err != nil {
-			return false, err
+			return err
 		}
 		s.expires = now.Add(h.TTL).UnixNano()
-		return true, nil
+		return nil
 	})
 	if errors.Is(err, errNoFile) {
 		return 0, fmt.Errorf("file: %s was removed: %w", hs.path, driver.ErrNotHeld)

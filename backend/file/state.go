@@ -67,6 +67,38 @@ func (s *state) encode() []byte {
 		header, s.token, s.expires, owner, strconv.Quote(s.key), metaWidth, strconv.Quote(s.meta))
 }
 
+// parseField reads one "name value" line of a state file into s and
+// returns the name.
+func (s *state) parseField(line string) (string, error) {
+	name, val, ok := strings.Cut(line, " ")
+	if !ok {
+		return "", fmt.Errorf("%w: line %q", errCorrupt, line)
+	}
+	val = strings.TrimLeft(val, " ")
+	var err error
+	switch name {
+	case "token":
+		s.token, err = strconv.ParseUint(val, 10, 64)
+	case "expires":
+		s.expires, err = strconv.ParseInt(val, 10, 64)
+	case "owner":
+		s.owner = strings.TrimRight(val, " ")
+		if s.owner == freeOwner {
+			s.owner = ""
+		}
+	case "key":
+		s.key, err = strconv.Unquote(val)
+	case "meta":
+		s.meta, err = strconv.Unquote(strings.TrimRight(val, " "))
+	default:
+		err = errors.New("unknown field")
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: line %q: %v", errCorrupt, line, err)
+	}
+	return name, nil
+}
+
 // parseState reads a state file. An empty file is a key never held.
 func parseState(b []byte) (state, error) {
 	var s state
@@ -82,31 +114,9 @@ func parseState(b []byte) (state, error) {
 		if line == "" {
 			continue
 		}
-		name, val, ok := strings.Cut(line, " ")
-		if !ok {
-			return s, fmt.Errorf("%w: line %q", errCorrupt, line)
-		}
-		val = strings.TrimLeft(val, " ")
-		var err error
-		switch name {
-		case "token":
-			s.token, err = strconv.ParseUint(val, 10, 64)
-		case "expires":
-			s.expires, err = strconv.ParseInt(val, 10, 64)
-		case "owner":
-			s.owner = strings.TrimRight(val, " ")
-			if s.owner == freeOwner {
-				s.owner = ""
-			}
-		case "key":
-			s.key, err = strconv.Unquote(val)
-		case "meta":
-			s.meta, err = strconv.Unquote(strings.TrimRight(val, " "))
-		default:
-			err = errors.New("unknown field")
-		}
+		name, err := s.parseField(line)
 		if err != nil {
-			return s, fmt.Errorf("%w: line %q: %v", errCorrupt, line, err)
+			return s, err
 		}
 		seen[name] = true
 	}

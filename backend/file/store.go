@@ -20,9 +20,10 @@ const maxStateSize = 64 << 10
 var errNoFile = errors.New("no state file")
 
 // update runs fn on path's state under an exclusive flock(2) of the file,
-// and writes the state back when fn asks to. It is the only way the backend
-// reads or changes a lock: every read-modify-write of a key is serialised
-// across all processes of the host.
+// and writes the state back when fn asks to. It and extend (its form for a
+// renewal) are the only ways the backend reads or changes a lock: every
+// read-modify-write of a key is serialised across all processes of the
+// host.
 //
 // With create, a missing file is created (empty: a key never held);
 // without, a missing file is errNoFile.
@@ -32,6 +33,12 @@ func update(ctx context.Context, path string, create bool, fn func(s *state, now
 		return err
 	}
 	defer unix.Close(fd) // also drops the flock
+	return rewrite(fd, path, fn)
+}
+
+// rewrite is update's work on fd, open and flocked: read the whole state,
+// run fn, write it all back if fn asks to.
+func rewrite(fd int, path string, fn func(s *state, now time.Time) (write bool, err error)) error {
 	b, err := readAll(fd)
 	if err != nil {
 		return unavailable(path, "read", err)
@@ -148,19 +155,9 @@ func readAll(fd int) ([]byte, error) {
 		return nil, fmt.Errorf("state file of %d bytes: %w", st.Size, errCorrupt)
 	}
 	buf := make([]byte, st.Size)
-	n := 0
-	for n < len(buf) {
-		m, err := unix.Pread(fd, buf[n:], int64(n))
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if m == 0 {
-			break
-		}
-		n += m
+	n, err := preadFull(fd, buf)
+	if err != nil {
+		return nil, err
 	}
 	return buf[:n], nil
 }
