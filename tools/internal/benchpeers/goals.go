@@ -279,7 +279,7 @@ func renewalUnit(sys string) string {
 	case sysRedlock:
 		return ", each a check-and-extend on each of 5 servers"
 	case "dlock file://":
-		return ", each a locked read and rewrite of the key's file"
+		return ", each a locked read of the key's file's head and a write of its expires digits"
 	default:
 		return ""
 	}
