@@ -179,7 +179,9 @@ func redlockContended(gs *goals, rs []Result) {
 	}
 	why := fmt.Sprintf("Not reached yet. A contended acquisition cost %s times the commands of an uncontended Lock+Unlock (%.0f against %.0f): "+
 		"each instance wakes its own queue's head at a release, the heads can differ, and the woken waiters race the releaser's next Lock. "+
-		"Closing it needs grants handed over at release on a majority, as the Redis backend hands them over on one server.",
+		"Keeping a free lock for the woken head does not close it while each instance orders its queue by arrival: the instances' heads "+
+		"drift apart and split the votes for good (tried: contended runs stopped making progress). Closing it needs one order on every "+
+		"instance (a client-stamped score) or grants handed over at release on a majority, as the Redis backend hands them over on one server.",
 		attempts, val(d.CmdsPerAcq), unc)
 	gs.add("2 Redlock x8: acq/s >= 1.0x redsync Redlock", ratio(d.AcqPerSec, b.AcqPerSec), d.AcqPerSec >= b.AcqPerSec, b.AcqPerSec > 0, why)
 	if d.CmdsPerAcq != nil && b.CmdsPerAcq != nil {
