@@ -263,12 +263,12 @@
 // running):
 //
 //	workers  system            acq/s  wait p99  handoff p99  max/min  cmds/acq  µs/acq  CPU µs/acq  RT/acq
-//	2        bare SET NX spin  785    20.8 ms    8.76 ms     930/638  4.1       14.6    64.2        2.12
-//	2        dlock redis://    773     1.7 ms    0.39 ms     773/773  21.0      71.5    113.5       2.00
-//	8        bare SET NX spin  794    268.0 ms   9.83 ms     269/132  4.9       15.3    77.0        2.86
-//	8        dlock redis://    756    11.1 ms    0.45 ms     190/188  23.0      76.3    122.8       2.02
-//	32       bare SET NX spin  782    535.3 ms   3.75 ms     92/16    7.8       20.2    148.8       5.82
-//	32       dlock redis://    736    46.7 ms    0.60 ms     47/45    23.1      77.1    124.6       2.06
+//	2        bare SET NX spin  804      0.5 ms    4.82 ms     937/672  4.1       12.0    52.6        2.12
+//	2        dlock redis://    782      1.6 ms    0.36 ms     782/782  21.0      65.7    106.4       2.00
+//	8        bare SET NX spin  804    256.8 ms    8.27 ms     374/82   4.8       14.3    68.9        2.85
+//	8        dlock redis://    772     11.0 ms    0.50 ms     193/192  23.0      68.7    109.0       2.02
+//	32       bare SET NX spin  788    536.4 ms    3.23 ms     92/17    7.8       18.3    136.8       5.79
+//	32       dlock redis://    760     44.4 ms    0.47 ms     48/47    23.1      72.7    111.9       2.06
 //
 // cmds/acq counts every command INFO commandstats reports, the scripts'
 // inner commands included, and µs/acq sums their usec (a script's usec
