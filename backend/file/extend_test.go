@@ -12,16 +12,23 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
+// heldKey is a new driver on a directory of its own and a hold of key.
+func heldKey(tb testing.TB, key string, ttl time.Duration) (*fileDriver, driver.Hold) {
+	tb.Helper()
+	d := newDriver(tb.TempDir())
+	tb.Cleanup(func() { _ = d.Close() })
+	h, err := d.TryAcquire(context.Background(), driver.Request{Key: key, TTL: ttl, Owner: "0123456789abcdef0123456789abcdef", Meta: "host=a pid=1"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d, h
+}
+
 // A renewal changes the expires digits of the state file and nothing
 // else: same length, same bytes outside them, a later expiry.
 func TestRenewWritesOnlyExpires(t *testing.T) {
-	d := newDriver(t.TempDir())
-	t.Cleanup(func() { _ = d.Close() })
+	d, h := heldKey(t, "jobs/nightly", time.Second)
 	ctx := context.Background()
-	h, err := d.TryAcquire(ctx, driver.Request{Key: "jobs/nightly", TTL: time.Second, Owner: "0123456789abcdef0123456789abcdef", Meta: "host=a pid=1"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := h.State.(holdState).path
 	before, err := os.ReadFile(path)
 	if err != nil {
@@ -67,13 +74,8 @@ func TestRenewWritesOnlyExpires(t *testing.T) {
 // A v1 file (written before hold metadata) has another layout: its
 // renewal goes through the full rewrite and leaves a v2 file.
 func TestRenewV1File(t *testing.T) {
-	d := newDriver(t.TempDir())
-	t.Cleanup(func() { _ = d.Close() })
+	d, h := heldKey(t, "k", time.Minute)
 	ctx := context.Background()
-	h, err := d.TryAcquire(ctx, driver.Request{Key: "k", TTL: time.Minute, Owner: "0123456789abcdef0123456789abcdef"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := h.State.(holdState).path
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -132,13 +134,8 @@ func TestParseHead(t *testing.T) {
 // A renewal allocates little: it reads the head of the file, not all of
 // it (the metadata line alone is padded to some 4 KiB).
 func TestRenewAllocatesLittle(t *testing.T) {
-	d := newDriver(t.TempDir())
-	t.Cleanup(func() { _ = d.Close() })
+	d, h := heldKey(t, "k", time.Minute)
 	ctx := context.Background()
-	h, err := d.TryAcquire(ctx, driver.Request{Key: "k", TTL: time.Minute, Owner: "0123456789abcdef0123456789abcdef"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 200
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
@@ -158,13 +155,8 @@ func TestRenewAllocatesLittle(t *testing.T) {
 //
 //	go test -run '^$' -bench Renew -benchmem ./backend/file/
 func BenchmarkRenew(b *testing.B) {
-	d := newDriver(b.TempDir())
-	b.Cleanup(func() { _ = d.Close() })
+	d, h := heldKey(b, "k", time.Minute)
 	ctx := context.Background()
-	h, err := d.TryAcquire(ctx, driver.Request{Key: "k", TTL: time.Minute, Owner: "0123456789abcdef0123456789abcdef"})
-	if err != nil {
-		b.Fatal(err)
-	}
 	for b.Loop() {
 		if _, err := d.Renew(ctx, h); err != nil {
 			b.Fatal(err)
