@@ -209,7 +209,7 @@ func (a *attempt) fence(ctx context.Context, timeout time.Duration, won []int, c
 	}
 	var firstErr error
 	for _, r := range d.fanout(ctx, timeout, behind, request{script: fenceScript,
-		keys: []string{a.lock, a.d.names(a.key).counter}, args: []any{a.owner, strconv.FormatUint(token, 10)}},
+		keys: []string{a.lock, a.names().counter}, args: []any{a.owner, strconv.FormatUint(token, 10)}},
 		d.quorum-written, flagSet) {
 		switch {
 		case r.err != nil:

@@ -616,7 +616,7 @@ func runManyHolds(ctx context.Context, cfg Config, s system, ttl time.Duration) 
 }
 
 // writeHeapProfile writes the heap profile to base, the system and ttl
-// added to its name ("holds.pprof" becomes "holds-redis-3s.pprof").
+// added to its name ("holds.pprof" becomes "holds-dlock-redis-3s.pprof").
 func writeHeapProfile(base, system, ttl string) error {
 	tag := strings.Join(strings.FieldsFunc(strings.ToLower(system+" "+strings.Fields(ttl)[0]),
 		func(r rune) bool { return (r < 'a' || r > 'z') && (r < '0' || r > '9') }), "-")
