@@ -59,14 +59,14 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 	// at Unlock, or at once if the hold has ended: see attempt.answer).
 	keys := []string{nm.lock, nm.counter, nm.meta, nm.queue, nm.entries}
 	args := []any{req.Owner, ttl.Milliseconds(), req.Meta, "", "", 0,
-		strconv.FormatInt(time.Now().Add(floorLead).UnixMicro(), 10)}
+		strconv.FormatInt(time.Now().Add(floorLead).UnixMicro(), 10), 0}
 	kw := d.member(req.Key)
 	if kw != nil {
 		life := 3 * ttl / 2
 		kw.life.Store(int64(life))
 		a.wakes = kw.wakes.Load()
 		kw.last.Store(a)
-		args[3], args[4], args[5] = kw.member, d.inbox, life.Milliseconds()
+		args[3], args[4], args[5], args[7] = kw.member, d.inbox, life.Milliseconds(), kw.place(a.wakes)
 	}
 	replies := d.fanout(ctx, timeout, d.all, request{acquireScript, keys, args, a.answer}, d.quorum, acquired)
 	var (

@@ -9,7 +9,7 @@ type names struct {
 	channel string // release notifications, for Watch
 	meta    string // "owner\ndescription" of the last hold; kept forever
 	record  string // the key's record (driver.Recorder); kept until cleared
-	queue   string // the wake queue: waiters' members, first come first
+	queue   string // the wake queue: a sorted set of waiters' members, by the score each chose
 	entries string // the wake queue's entries: member -> deadline:ttl:inbox:
 	inbox   string // the base of the waiters' inbox channels (one per Driver)
 }
@@ -22,10 +22,10 @@ type names struct {
 func (d *Driver) names(key string) names {
 	p := d.cfg.Prefix
 	return names{lock: p + "l:" + key, counter: p + "t:" + key, channel: p + "r:" + key, meta: p + "m:" + key, record: p + "c:" + key,
-		queue: p + "q:" + key, entries: p + "e:" + key, inbox: p + "i"}
+		queue: p + "w:" + key, entries: p + "e:" + key, inbox: p + "i"}
 }
 
 // queueKeys are n for redislua's queue-aware release and inspect scripts.
 func (n names) queueKeys() redislua.QueueKeys {
-	return redislua.QueueKeys{Lock: n.lock, Fence: n.counter, Meta: n.meta, Queue: n.queue, Deadlines: n.entries, Channel: n.channel, Inbox: n.inbox}
+	return redislua.QueueKeys{Lock: n.lock, Fence: n.counter, Meta: n.meta, Queue: n.queue, Deadlines: n.entries, Channel: n.channel, Inbox: n.inbox, Sorted: true}
 }

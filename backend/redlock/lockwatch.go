@@ -51,6 +51,7 @@ func (d *Driver) WatchLock(ctx context.Context, key string) (driver.Watch, error
 	if kw == nil {
 		d.seq++
 		kw = &keyWatch{key: key, member: d.inbox + "." + strconv.FormatUint(d.seq, 36), watches: map[*lockWatch]struct{}{}}
+		kw.score.Store(time.Now().UnixMicro())
 		d.waiting[key] = kw
 		d.members[kw.member] = kw
 	}
@@ -80,6 +81,33 @@ type keyWatch struct {
 	// last is the member's last attempt: its answers say where the member
 	// left the queues (granted there) and where it may still stand.
 	last atomic.Pointer[attempt]
+	// score is the member's place in the wake queues, sent with each
+	// attempt to every instance so that all of them order the waiters
+	// alike: when the wait began (µs since the epoch, this client's clock),
+	// or when its last attempt that followed a wake was sent. Such an
+	// attempt goes to the back where it is refused: the release that woke
+	// it went to someone else (the releaser's next Lock, a Locker that
+	// does not wait), and the next release wakes the next waiter, so that
+	// none is passed over for ever. tried is wakes when the last attempt
+	// was sent: an attempt follows a wake when wakes has moved since.
+	score atomic.Int64
+	tried atomic.Uint64
+}
+
+// place returns the score for an attempt sent now that saw wakes releases.
+func (kw *keyWatch) place(wakes uint64) int64 {
+	if kw.tried.Swap(wakes) == wakes {
+		return kw.score.Load()
+	}
+	now := time.Now().UnixMicro()
+	for {
+		// Never forward of where it stood, whatever the clock does.
+		old := kw.score.Load()
+		s := max(now, old+1)
+		if kw.score.CompareAndSwap(old, s) {
+			return s
+		}
+	}
 }
 
 // wake wakes the watches of kw. d.mu is held.

@@ -20,13 +20,18 @@ import "github.com/redis/go-redis/v9"
 //	queue member ('' for an attempt that does not wait), ARGV[5] its
 //	inbox, ARGV[6] how long its entry lives unrefreshed, in ms
 //	optional ARGV[7] a floor for the new counter (decimal µs, or '')
+//	optional ARGV[8] with ARGV[4]: the member's score in the wake queue
 //
 // The wake queue is not a grant queue: it only decides whom a release
-// wakes (redislua's release script, wake-only, publishes the first live
-// member on that member's inbox), so that one waiter per instance wakes
-// instead of every one. A waiter that is refused joins the queue, or
-// refreshes its entry where it stands (the first one, refused, goes to the
-// back); one that wins leaves it. Anyone may take a free lock, queued or
+// wakes (redislua's release script, wake-only and sorted, publishes the
+// first live member on that member's inbox), so that one waiter wakes
+// instead of every one. It is a sorted set, lowest score first, and the
+// waiter chooses its score (see keyWatch.score) and sends the same one to
+// every instance: the instances then agree on who is first, and a release
+// wakes the same waiter on each of them, not up to one per instance. (An
+// order of arrival differs between instances, and so would the woken.) A
+// waiter that is refused joins the queue, or refreshes its entry and
+// score; one that wins leaves it. Anyone may take a free lock, queued or
 // not.
 //
 // Returns {1, counter} when the lock is ours: newly set (the counter
@@ -72,7 +77,7 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   end
   -- A waiter that wins leaves the wake queue.
   if ARGV[4] and ARGV[4] ~= '' and redis.call('HDEL', KEYS[5], ARGV[4]) == 1 then
-    redis.call('LREM', KEYS[4], 0, ARGV[4])
+    redis.call('ZREM', KEYS[4], ARGV[4])
   end
   return {1, c}
 end
@@ -85,16 +90,8 @@ if ARGV[4] and ARGV[4] ~= '' then
   local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local life = tonumber(ARGV[6])
   -- Entries as redislua's queue keeps them: deadline:ttl:inbox:meta.
-  if redis.call('HSET', KEYS[5], ARGV[4], (nowms + life) .. ':' .. ARGV[2] .. ':' .. ARGV[5] .. ':') == 1 then
-    redis.call('RPUSH', KEYS[4], ARGV[4])
-  elseif redis.call('LINDEX', KEYS[4], 0) == ARGV[4] then
-    -- The first waiter was refused: it was woken and someone else took
-    -- the lock first, or its wait ran out under a holder. It goes to the
-    -- back, so the next release wakes the next waiter and none is passed
-    -- over for ever by lockers that take the lock without waiting.
-    redis.call('LPOP', KEYS[4])
-    redis.call('RPUSH', KEYS[4], ARGV[4])
-  end
+  redis.call('HSET', KEYS[5], ARGV[4], (nowms + life) .. ':' .. ARGV[2] .. ':' .. ARGV[5] .. ':')
+  redis.call('ZADD', KEYS[4], ARGV[8], ARGV[4])
   redis.call('PEXPIRE', KEYS[4], life)
   redis.call('PEXPIRE', KEYS[5], life)
 end

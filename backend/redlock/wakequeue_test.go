@@ -143,7 +143,7 @@ func TestWakeQueueLeftWhenDone(t *testing.T) {
 	queueLens := func() []int64 {
 		var out []int64
 		for _, c := range admin {
-			n, err := c.LLen(ctx, prefix+"q:"+key).Result()
+			n, err := c.ZCard(ctx, prefix+"w:"+key).Result()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,7 +6,8 @@
 -- KEYS[2]  the fencing counter of that lock
 -- KEYS[3]  the hold metadata key (written by acquire.lua)
 -- KEYS[4]  the release channel; optional
--- KEYS[5]  optional, with KEYS[4]: the lock's queue (see queue.lua)
+-- KEYS[5]  optional, with KEYS[4]: the lock's queue (see queue.lua), or
+--          a sorted set of waiters (see release.lua)
 -- KEYS[6]  with KEYS[5]: the queue's deadlines
 -- KEYS[7]  optional, with KEYS[5]: the base of the inbox channels, when not
 --          KEYS[4]
@@ -41,7 +42,11 @@ if KEYS[5] then
   waiters = 0
   local now = redis.call('TIME')
   local nowms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  -- A list, or a sorted set (see release.lua), first in line first.
   local q = redis.pcall('LRANGE', KEYS[5], 0, -1)
+  if type(q) == 'table' and q.err then
+    q = redis.pcall('ZRANGE', KEYS[5], 0, -1)
+  end
   if type(q) == 'table' and not q.err then
     for _, w in ipairs(q) do
       local e = redis.pcall('HGET', KEYS[6], w)

@@ -88,6 +88,10 @@ type QueueKeys struct {
 	// of Channel (Release and Inspect only): one inbox channel per waiter's
 	// process, whatever the key.
 	Inbox string
+	// Sorted, when set, says Queue is a sorted set, first in line the
+	// lowest score, instead of a list (ReleaseWakeArgs only; Inspect reads
+	// either).
+	Sorted bool
 }
 
 // inboxKey appends k.Inbox, when set, to keys.
@@ -141,8 +145,15 @@ const Live = "LIVE"
 // entry is removed too, and the first waiter with a subscribed inbox is
 // woken with "member owner" as the message.
 func ReleaseWakeArgs(k QueueKeys, owner, publish, message string) ([]string, []any) {
-	return k.inboxKey([]string{k.Lock, k.Channel, k.Queue, k.Deadlines, k.Fence, k.Meta}), []any{owner, publish, message, Live}
+	args := []any{owner, publish, message, Live}
+	if k.Sorted {
+		args = append(args, Sorted)
+	}
+	return k.inboxKey([]string{k.Lock, k.Channel, k.Queue, k.Deadlines, k.Fence, k.Meta}), args
 }
+
+// Sorted is Release's ARGV[5] for a queue kept as a sorted set.
+const Sorted = "SORTED"
 
 // InspectQueueArgs returns Inspect's keys and arguments for a lock with a
 // queue: the reply counts its live waiters, and a break wakes the first.

@@ -20,6 +20,10 @@
 --          (for waiters whose inbox subscriptions are on this server);
 --          the message is then "member releaser", the releaser being
 --          ARGV[1]
+-- ARGV[5]  optional, with the queue keys: 'SORTED' when the queue is a
+--          sorted set, first in line the lowest score (its waiters choose
+--          their scores, so that every server of a Redlock orders them
+--          alike), instead of a list
 --
 -- Replies 1 when the lock was released, 0 when it was not the owner's (it
 -- expired, or it is someone else's now): then the lock is not changed. A
@@ -53,18 +57,41 @@ if not KEYS[3] then
   end
   return released and 1 or 0
 end
+-- The queue's first member (nil when empty), removal of the first, and
+-- removal of any one member, for either kind of queue.
+local sorted = ARGV[5] == 'SORTED'
+local function first()
+  if sorted then
+    return redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+  end
+  return redis.call('LINDEX', KEYS[3], 0)
+end
+local function pop()
+  if sorted then
+    redis.call('ZPOPMIN', KEYS[3])
+  else
+    redis.call('LPOP', KEYS[3])
+  end
+end
+local function remove(member)
+  if sorted then
+    redis.call('ZREM', KEYS[3], member)
+  else
+    redis.call('LREM', KEYS[3], 0, member)
+  end
+end
 -- A holder is never queued (its entry went when it took the lock): only
 -- an owner that does not hold the lock can have an entry to remove.
 local wasFirst = false
 if not released and redis.call('HDEL', KEYS[4], ARGV[1]) == 1 then
-  wasFirst = redis.call('LINDEX', KEYS[3], 0) == ARGV[1]
-  redis.call('LREM', KEYS[3], 0, ARGV[1])
+  wasFirst = first() == ARGV[1]
+  remove(ARGV[1])
 end
 if not (released or (wasFirst and not value)) then
   return 0
 end
 -- The lock is free: wake the first live waiter, dropping dead ones.
-local head = redis.call('LINDEX', KEYS[3], 0)
+local head = first()
 local now, nowms, entry
 if head then
   now = redis.call('TIME')
@@ -79,9 +106,9 @@ local function live(h)
     if d and d > nowms then
       return h, e
     end
-    redis.call('LPOP', KEYS[3])
+    pop()
     redis.call('HDEL', KEYS[4], h)
-    h = redis.call('LINDEX', KEYS[3], 0)
+    h = first()
   end
   return nil, nil
 end
@@ -108,7 +135,7 @@ if head and ARGV[4] == 'GRANT' then
     end
     redis.call('SET', KEYS[1], head, 'PX', tonumber(ttl))
     redis.call('SET', KEYS[6], head .. '\n' .. meta)
-    redis.call('LPOP', KEYS[3])
+    pop()
     redis.call('HDEL', KEYS[4], head)
     -- The entry's deadline is its last refresh plus its lease.
     local elapsed = math.max(nowms - (tonumber(d) - tonumber(ttl)), 0)
@@ -129,9 +156,9 @@ if announce then
     end
     -- LIVE: nobody listens on that waiter's inbox, so its process is gone.
     -- Drop it and wake the next live one instead.
-    redis.call('LPOP', KEYS[3])
+    pop()
     redis.call('HDEL', KEYS[4], head)
-    head, entry = live(redis.call('LINDEX', KEYS[3], 0))
+    head, entry = live(first())
     message = head and (head .. ' ' .. ARGV[1]) or ARGV[3] or ''
   end
 end
