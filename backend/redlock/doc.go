@@ -28,7 +28,8 @@
 //	P + "t:" + K   the fencing counter (never expires)
 //	P + "r:" + K   the channel releases are published on when nobody is in
 //	               line (for Watch: observers such as dlock.Election's)
-//	P + "q:" + K   the wake queue: the members of waiting Lockers, in line
+//	P + "w:" + K   the wake queue: a sorted set of the members of waiting
+//	               Lockers, in line by the score each sends
 //	P + "e:" + K   its entries: member -> deadline:ttl:inbox: (both expire
 //	               with their last refreshed entry)
 //	P + "i:" + I   the channel a Locker with inbox I is woken on (one per
@@ -90,18 +91,24 @@
 //
 // Waiting is a wake queue on every instance, not a herd. A waiting Lock
 // (driver.LockWatcher) stands in line on each instance that refused it:
-// a member (its Locker's inbox and a number) at the back of P+"q:"+K, with
-// an entry that lives one and a half leases from its last refusal. A
-// release wakes only the first member of each instance's line, by
-// publishing "member releaser" on that member's inbox channel; the inbox
-// is subscribed once per Locker and instance, so a wait costs no
-// SUBSCRIBE. A woken waiter attempts; the first one refused goes to the
-// back of the line, so a Locker that takes the lock without waiting (the
-// one that just released it, usually) passes nobody over for ever. A
-// waiter that wins, or gives up, leaves the line of every instance. The
-// line decides whom a release wakes, not who may take the lock: anyone
-// may take a free lock, as in the Redlock algorithm, so the instances'
-// lines never have to agree.
+// a member (its Locker's inbox and a number) in the sorted set P+"w:"+K,
+// with an entry that lives one and a half leases from its last refusal.
+// The member's score is chosen by its Locker and sent to every instance:
+// when its Lock began waiting, on its own clock. So the instances order
+// their lines alike, whatever order the attempts reached them in, and a
+// release wakes the same member on each of them (by publishing "member
+// releaser" on that member's inbox channel), not one waiter per instance;
+// the inbox is subscribed once per Locker and instance, so a wait costs no
+// SUBSCRIBE. A woken waiter attempts; an attempt that followed a wake
+// carries a new score, the time it was sent, and where it is refused it
+// goes to the back of the line, so a Locker that takes the lock without
+// waiting (the one that just released it, usually) passes nobody over for
+// ever. A waiter that wins, or gives up, leaves the line of every
+// instance. The line decides whom a release wakes, not who may take the
+// lock: anyone may take a free lock, as in the Redlock algorithm, so a
+// line that misses a member on one instance (a lost request) costs at most
+// a second waiter woken, never safety. Clocks that differ between Lockers
+// only move one Locker's waiters forward or back in every line alike.
 //
 // A woken member nobody waits as any more is passed on: a release that
 // finds nobody subscribed to its inbox (its process is gone) drops it and
@@ -281,12 +288,15 @@
 //
 // Uncontended, an acquisition is 5 acquire scripts (SET NX PX, SET of the
 // metadata, TIME, GET and SET of the counter, HDEL of the wake-queue entry)
-// and 5 release scripts (GET, LINDEX, DEL, PUBLISH): about 55 commands
+// and 5 release scripts (GET, ZRANGE, DEL, PUBLISH): about 55 commands
 // against redsync's 20 (SET NX PX, and a GET and DEL script), the price of
 // the fencing counter, the holder's description for Inspect and the wake
-// queue. Contended, a release wakes one waiter per instance, so the
-// commands per acquisition do not grow with the waiters (TestWakeQueue-
+// queue. Contended, a release wakes one waiter, so the commands per
+// acquisition do not grow with the waiters (TestWakeQueue-
 // RequestsPerAcquisitionFlat): the release, the next holder's attempt, and
 // usually one refused attempt (the woken waiter's, or the releaser's own
-// next Lock), whose refusal also refreshes its place in line.
+// next Lock), whose refusal also refreshes its place in line. With lines
+// ordered by arrival, each instance woke its own first waiter and a
+// contended acquisition cost about 200 commands in BENCHMARKS.md's run;
+// with one order on every instance, about 160.
 package redlock

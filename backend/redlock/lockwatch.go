@@ -383,10 +383,10 @@ func (w *lockWatch) wake() {
 }
 
 // Close ends the wait. The last watch of a key whose member may stand in a
-// queue leaves the queue on every instance, in parallel (bounded by the
-// per-instance timeout), waking the next member where it stood first and
-// the lock is free; an instance that does not answer drops the entry when
-// it runs out.
+// queue leaves the queue on every instance where it may, in parallel
+// (bounded by the per-instance timeout), waking the next member where it
+// stood first and the lock is free; an instance that does not answer drops
+// the entry when it runs out.
 func (w *lockWatch) Close() error {
 	w.closeOnce.Do(func() {
 		d, kw := w.d, w.kw
@@ -407,10 +407,19 @@ func (w *lockWatch) Close() error {
 			return
 		default:
 		}
+		// Where the last attempt took the lock, it left the line already
+		// (and any earlier attempt's entry there went before it).
+		where := d.all
+		if a := kw.last.Load(); a != nil {
+			where = a.where(func(st int32) bool { return st != ansGranted })
+		}
+		if len(where) == 0 {
+			return
+		}
 		timeout := d.timeout(0)
 		ctx, cancel := context.WithTimeout(d.life, timeout)
 		defer cancel()
-		d.fanout(ctx, timeout, d.all, d.leaveRequest(kw.key, kw.member), len(d.all), nil)
+		d.fanout(ctx, timeout, where, d.leaveRequest(kw.key, kw.member), len(where), nil)
 	})
 	return nil
 }
