@@ -183,8 +183,10 @@ func redlockContended(gs *goals, rs []Result) {
 		"Keeping a free lock for the woken waiter would not save it (the releaser's refused attempt costs the same); handing the lock "+
 		"over at release on a majority, as the Redis backend hands it over on one server, would, and is not built. "+
 		"The commands target also sits below one uncontended Lock+Unlock of ours (%.0f against 2 x %.1f): "+
-		"the fencing counter, the holder's description and the wake queue cost commands redsync does not send (goal 3).",
-		attempts, val(d.CmdsPerAcq), unc, unc, val(b.CmdsPerAcq))
+		"the fencing counter, the holder's description and the wake queue cost commands redsync does not send (goal 3). "+
+		"Part of redsync's rate is unfairness (acquisitions per worker max/min %d/%d there, %d/%d here): its releaser takes the lock "+
+		"again at once, without handing it to a process that must be woken.",
+		attempts, val(d.CmdsPerAcq), unc, unc, val(b.CmdsPerAcq), b.FairMax, b.FairMin, d.FairMax, d.FairMin)
 	gs.add("2 Redlock x8: acq/s >= 1.0x redsync Redlock", ratio(d.AcqPerSec, b.AcqPerSec), d.AcqPerSec >= b.AcqPerSec, b.AcqPerSec > 0, why)
 	if d.CmdsPerAcq != nil && b.CmdsPerAcq != nil {
 		gs.add("2 Redlock x8: server commands/acq <= 2x redsync", pratio(d.CmdsPerAcq, b.CmdsPerAcq), *d.CmdsPerAcq <= 2**b.CmdsPerAcq, true, why)
