@@ -263,12 +263,12 @@
 // running):
 //
 //	workers  system            acq/s  wait p99  handoff p99  max/min  cmds/acq  µs/acq  CPU µs/acq  RT/acq
-//	2        bare SET NX spin  804      0.5 ms    4.82 ms     937/672  4.1       12.0    52.6        2.12
-//	2        dlock redis://    782      1.6 ms    0.36 ms     782/782  21.0      65.7    106.4       2.00
-//	8        bare SET NX spin  804    256.8 ms    8.27 ms     374/82   4.8       14.3    68.9        2.85
-//	8        dlock redis://    772     11.0 ms    0.50 ms     193/192  23.0      68.7    109.0       2.02
-//	32       bare SET NX spin  788    536.4 ms    3.23 ms     92/17    7.8       18.3    136.8       5.79
-//	32       dlock redis://    760     44.4 ms    0.47 ms     48/47    23.1      72.7    111.9       2.06
+//	2        bare SET NX spin  804      0.2 ms    5.01 ms     964/613  4.1       13.1    53.9        2.12
+//	2        dlock redis://    772      1.6 ms    0.37 ms     772/772  21.0      69.5    113.3       2.00
+//	8        bare SET NX spin  797    256.9 ms    9.54 ms     298/92   4.9       14.2    71.7        2.86
+//	8        dlock redis://    768     11.1 ms    0.46 ms     193/192  23.0      71.1    113.7       2.02
+//	32       bare SET NX spin  779    556.1 ms    4.33 ms     102/17   7.8       19.4    143.6       5.84
+//	32       dlock redis://    758     45.2 ms    0.52 ms     48/47    23.1      76.8    118.8       2.06
 //
 // cmds/acq counts every command INFO commandstats reports, the scripts'
 // inner commands included, and µs/acq sums their usec (a script's usec

@@ -296,7 +296,8 @@
 // RequestsPerAcquisitionFlat): the release, the next holder's attempt, and
 // usually one refused attempt (the woken waiter's, or the releaser's own
 // next Lock), whose refusal also refreshes its place in line. With lines
-// ordered by arrival, each instance woke its own first waiter and a
-// contended acquisition cost about 200 commands in BENCHMARKS.md's run;
-// with one order on every instance, about 160.
+// ordered by arrival, each instance woke its own first waiter, and a
+// contended acquisition with 8 Lockers cost about 200 commands; with one
+// order on every instance, 157 in BENCHMARKS.md (make bench-peers), where
+// the rest of the gap to redsync is explained.
 package redlock
