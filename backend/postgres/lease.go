@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -187,7 +188,9 @@ func (d *pgDriver) Renew(ctx context.Context, h driver.Hold) (time.Duration, err
 	if err != nil {
 		return 0, err
 	}
-	tag, err := d.pool.Exec(ctx, d.sql.renew, st.hash, st.owner, st.ttlUs)
+	rctx, stop := lingering(ctx, renewGrace)
+	defer stop()
+	tag, err := d.pool.Exec(rctx, d.sql.renew, st.hash, st.owner, st.ttlUs)
 	if err != nil {
 		return 0, mapErr(ctx, err)
 	}
@@ -195,6 +198,47 @@ func (d *pgDriver) Renew(ctx context.Context, h driver.Hold) (time.Duration, err
 		return 0, fmt.Errorf("postgres: lease expired, taken over or removed: %w", driver.ErrNotHeld)
 	}
 	return time.Duration(st.ttlUs) * time.Microsecond, nil
+}
+
+// renewGrace is how long a renewal whose context was cancelled may still
+// wait for its reply. Unlock cancels the watchdog's renewal in flight and
+// waits for it; pgx answers a cancelled statement by breaking its
+// connection, and on a slow link the release that follows then waited for
+// a new one (several round trips) and could arrive after the lease it was
+// ending had run out: an Unlock well inside its window reported the hold
+// lost. Letting the renewal's reply come keeps the connection for the
+// release; a server that does not answer within the grace still has its
+// connection broken.
+const renewGrace = time.Second
+
+// lingering returns a context that ends at ctx's deadline, or grace after
+// ctx is cancelled, whichever comes first; stop releases it.
+func lingering(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	l, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	if dl, ok := ctx.Deadline(); ok {
+		var cancelDL context.CancelFunc
+		l, cancelDL = context.WithDeadline(l, dl)
+		parent := cancel
+		cancel = func() { cancelDL(); parent() }
+	}
+	var (
+		mu    sync.Mutex
+		timer *time.Timer
+	)
+	stopAfter := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		timer = time.AfterFunc(grace, cancel)
+	})
+	return l, func() {
+		stopAfter()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
 }
 
 // cleanup releases st in the background, for an acquire whose outcome is
