@@ -8,7 +8,12 @@ set -euo pipefail
 VERSION=v1.14.5
 BIN="$(go env GOPATH)/bin/consul"
 
-installed() { [[ -x "$BIN" ]] && "$BIN" version 2>/dev/null | head -1 | grep -q "Consul ${VERSION}"; }
+# The first line of "consul version". Read whole, not through head or
+# grep -q: under pipefail, consul killed by SIGPIPE when they stop reading
+# early would fail the pipeline, and a good install would read as missing.
+first_line() { local out; out="$("$BIN" version 2>/dev/null)" || return 1; printf '%s\n' "${out%%$'\n'*}"; }
+
+installed() { [[ -x "$BIN" ]] && [[ "$(first_line)" == "Consul ${VERSION}"* ]]; }
 
 # --check: only report (exit status) whether the right version is installed.
 if [[ "${1:-}" == --check ]]; then
@@ -50,4 +55,4 @@ sed -i -E '/^replace[[:space:]]+github.com\/hashicorp\/consul\/(api|sdk|proto-pu
 go build -trimpath -ldflags "-s -w" -o "$work/consul" .
 mkdir -p "$(dirname "$BIN")"
 install -m 0755 "$work/consul" "$BIN"
-"$BIN" version | head -1
+first_line
