@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -12,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/linger"
 )
 
 // TryAcquire takes req.Key only if its queue is empty. The put is
@@ -432,26 +432,11 @@ func (d *drv) txnContext(ctx context.Context, l *lease) (context.Context, contex
 	if !l.shared {
 		return ctx, func() {}
 	}
-	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	var (
-		mu sync.Mutex
-		t  *time.Timer
-	)
-	stop := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		t = time.AfterFunc(txnGrace, cancel)
-		mu.Unlock()
-	})
-	stopClose := context.AfterFunc(d.ctx, cancel)
+	tctx, stop := linger.After(ctx, txnGrace)
+	stopClose := context.AfterFunc(d.ctx, stop)
 	return tctx, func() {
-		stop()
-		mu.Lock()
-		if t != nil {
-			t.Stop()
-		}
-		mu.Unlock()
 		stopClose()
-		cancel()
+		stop()
 	}
 }
 

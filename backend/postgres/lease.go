@@ -6,10 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dlock-go/dlock/internal/linger"
 
 	"github.com/dlock-go/dlock/driver"
 )
@@ -214,31 +215,13 @@ const renewGrace = time.Second
 // lingering returns a context that ends at ctx's deadline, or grace after
 // ctx is cancelled, whichever comes first; stop releases it.
 func lingering(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
-	l, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	l, stop := linger.After(ctx, grace)
 	if dl, ok := ctx.Deadline(); ok {
-		var cancelDL context.CancelFunc
-		l, cancelDL = context.WithDeadline(l, dl)
-		parent := cancel
-		cancel = func() { cancelDL(); parent() }
+		var cancel context.CancelFunc
+		l, cancel = context.WithDeadline(l, dl)
+		return l, func() { cancel(); stop() }
 	}
-	var (
-		mu    sync.Mutex
-		timer *time.Timer
-	)
-	stopAfter := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		timer = time.AfterFunc(grace, cancel)
-	})
-	return l, func() {
-		stopAfter()
-		mu.Lock()
-		if timer != nil {
-			timer.Stop()
-		}
-		mu.Unlock()
-		cancel()
-	}
+	return l, stop
 }
 
 // cleanup releases st in the background, for an acquire whose outcome is
