@@ -304,9 +304,15 @@ func postgresRestart(t *testing.T, b Backend) {
 		victim := r.WaitFor(time.Minute, "the victim's read", func(e Event) bool { return isRead(0)(e) && e.Mono > opened })
 		kill(t, "postgres")
 		start(t, "postgres")
-		r.Healed() // liveness counts from the server being back
+		// Liveness counts from the server being back. A worker may acquire
+		// between the server accepting connections and the launcher's
+		// probe seeing it, before this mark, and the run must not stop
+		// before an acquisition after the mark that the check can judge.
+		r.Healed()
+		healed := Mono()
 		r.WaitFor(time.Minute, "the victim's step", staleStep(victim))
 		r.WaitFor(time.Minute, "a write by the next holder", writeAfter(victim))
+		r.WaitFor(time.Minute, "an acquisition after the heal", func(e Event) bool { return e.Kind == EvAcquire && e.Mono > healed })
 		judge(t, "6c PostgreSQL killed and restarted during a hold"+fencedLabel(fenced), b, r.Stop(), expect{must: allChecks})
 	}
 }
