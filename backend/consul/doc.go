@@ -152,6 +152,19 @@
 // the end of a lock-delay, so a waiter that meets one retries with an
 // exponential backoff from 10ms up to the lock-delay.
 //
+// Consul checks the lock-delay when it receives an acquire, before the
+// raft commit; the commit itself only checks that the key is free. An
+// acquire received while the key was still held, and committed right after
+// the holder's session ended, would take the key inside the lock-delay (a
+// waiter's attempts are sent while the key is held: the one that follows
+// setting up its watch, and every TryLock). So an attempt on a key this
+// Locker saw held in the last 2s carries a check-index of the index it saw
+// in the same transaction: if anything changed the key since, the attempt
+// fails; when the key is then free, one more attempt goes out, received
+// after that change and so after any lock-delay it started. Another
+// Locker's acquire and loss both falling inside one attempt's round trip
+// is the window that remains, as with Consul's own api.Lock.
+//
 // # Loss
 //
 // A hold's Done closes as soon as its key is deleted or changes hands:

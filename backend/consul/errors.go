@@ -69,3 +69,17 @@ func invalidSession(resp *api.TxnResponse) bool {
 	}
 	return false
 }
+
+// failedOp reports whether a rolled-back transaction names operation i
+// among its errors.
+func failedOp(resp *api.TxnResponse, i int) bool {
+	if resp == nil {
+		return false
+	}
+	for _, e := range resp.Errors {
+		if e.OpIndex == i {
+			return true
+		}
+	}
+	return false
+}

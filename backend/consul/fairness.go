@@ -45,6 +45,10 @@ type contention struct {
 	lastFail  time.Time // the latest failed attempt
 	heldSeen  time.Time // the latest time a watch saw the key held
 	delayHits int       // attempts refused by a lock-delay in a row
+	// heldIndex is the ModifyIndex of the lock this driver last saw on the
+	// key (0: none), read at heldIndexAt; the next attempt is guarded by it.
+	heldIndex   uint64
+	heldIndexAt time.Time
 }
 
 // errHeldSeen makes TryAcquire skip an attempt on a key its watch just saw
@@ -149,4 +153,34 @@ func (f *fairness) lockDelayBackoff(path string, lockDelay time.Duration) time.D
 	d := lockDelayFirstRetry << min(c.delayHits, 20)
 	c.delayHits++
 	return min(d, max(lockDelay, time.Second))
+}
+
+// sawHeld records that the key was seen locked at index.
+func (f *fairness) sawHeld(path string, index uint64) {
+	f.mu.Lock()
+	c := f.entry(path)
+	c.heldIndex, c.heldIndexAt = index, time.Now()
+	f.mu.Unlock()
+}
+
+// guardIndex returns the index at which the key was seen locked, if that
+// was within contendedFor, and forgets it; 0 otherwise. An acquire that
+// checks it in the same transaction takes the key only if nothing changed
+// it since: if the holder's session ended meanwhile (which changes the
+// key), the attempt fails, and the one after it is received once Consul
+// has started that session's lock-delay. An old sighting is not used, as
+// a key released since then costs the guarded attempt a second read.
+func (f *fairness) guardIndex(path string) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.keys[path]
+	if c == nil || c.heldIndex == 0 {
+		return 0
+	}
+	index := c.heldIndex
+	c.heldIndex = 0
+	if time.Since(c.heldIndexAt) >= contendedFor {
+		return 0
+	}
+	return index
 }

@@ -89,33 +89,74 @@ func (d *consulDriver) acquire(ctx context.Context, path string, ttl time.Durati
 	// ambiguous one is undone only if it was applied: on a shared session
 	// the key's session alone does not tell this acquire from a later one.
 	nonce := rand.Uint64() | 1
-	ops := api.TxnOps{
-		// The key's value is the holder's description, for Inspect.
-		{KV: &api.KVTxnOp{Verb: api.KVLock, Key: path, Session: s.id, Value: []byte(meta), Flags: nonce}},
-		{KV: &api.KVTxnOp{Verb: api.KVGet, Key: path}},
-	}
-	ok, resp, _, err := d.c.Txn().Txn(ops, d.qopts(ctx))
-	if err != nil {
-		// Ambiguous: the lock may have been applied. Undo it if it was,
-		// in the background.
-		d.abandonAcquire(path, s, nonce)
-		return driver.Hold{}, mapErr(ctx, "acquire", err)
-	}
-	if !ok {
-		if invalidSession(resp) {
-			if s.shared {
-				d.shared.put(s)
-				d.shared.gone(s)
-			}
-			return driver.Hold{}, fmt.Errorf("%w: %s", errInvalidSession, txnErrors(resp))
+	// An attempt on a key this driver has just seen held is guarded by the
+	// index it saw (see guardIndex): Consul checks a lock-delay when it
+	// receives an acquire, and the commit only checks that the key is
+	// free, so an unguarded acquire received while the key was held and
+	// committed right after the holder's session ended would take the key
+	// inside that session's lock-delay.
+	guard := d.fair.guardIndex(path)
+	for {
+		ops := make(api.TxnOps, 0, 3)
+		if guard != 0 {
+			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: path, Index: guard}})
 		}
-		d.giveBack(s)
-		d.fair.failed(path)
-		return driver.Hold{}, d.heldError(ctx, path)
+		ops = append(ops,
+			// The key's value is the holder's description, for Inspect.
+			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: path, Session: s.id, Value: []byte(meta), Flags: nonce}},
+			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGet, Key: path}})
+		ok, resp, _, err := d.c.Txn().Txn(ops, d.qopts(ctx))
+		if err != nil {
+			// Ambiguous: the lock may have been applied. Undo it if it was,
+			// in the background.
+			d.abandonAcquire(path, s, nonce)
+			return driver.Hold{}, mapErr(ctx, "acquire", err)
+		}
+		if !ok {
+			if invalidSession(resp) {
+				if s.shared {
+					d.shared.put(s)
+					d.shared.gone(s)
+				}
+				return driver.Hold{}, fmt.Errorf("%w: %s", errInvalidSession, txnErrors(resp))
+			}
+			if guard != 0 && failedOp(resp, 0) {
+				// The key changed since it was seen held. If it is free
+				// now, try again unguarded: an acquire received after this
+				// read sees any lock-delay the change started.
+				guard = 0
+				if free, err := d.keyFree(ctx, path); err == nil && free {
+					continue
+				}
+			}
+			d.giveBack(s)
+			d.fair.failed(path)
+			return driver.Hold{}, d.heldError(ctx, path)
+		}
+		return d.acquired(path, ttl, s, nonce, resp)
 	}
+}
+
+// keyFree reads whether path is unlocked, noting the index of a lock it
+// sees (see fairness.sawHeld).
+func (d *consulDriver) keyFree(ctx context.Context, path string) (bool, error) {
+	kv, _, err := d.c.KV().Get(path, d.qopts(ctx))
+	if err != nil {
+		return false, err
+	}
+	if kv != nil && kv.Session != "" {
+		d.fair.sawHeld(path, kv.ModifyIndex)
+		return false, nil
+	}
+	return true, nil
+}
+
+// acquired turns a committed [lock, get] transaction (after any guard)
+// into a hold.
+func (d *consulDriver) acquired(path string, ttl time.Duration, s *session, nonce uint64, resp *api.TxnResponse) (driver.Hold, error) {
 	var kv *api.KVPair
-	if len(resp.Results) == 2 {
-		kv = resp.Results[1].KV
+	if n := len(resp.Results); n >= 2 {
+		kv = resp.Results[n-1].KV
 	}
 	if kv == nil || kv.Session != s.id || kv.ModifyIndex == 0 {
 		d.abandonAcquire(path, s, nonce)
@@ -150,8 +191,7 @@ func (d *consulDriver) giveBack(s *session) {
 // by a session that ended without releasing it. Nothing is published when a
 // lock-delay ends, so the caller retries after a backoff.
 func (d *consulDriver) heldError(ctx context.Context, path string) error {
-	kv, _, err := d.c.KV().Get(path, d.qopts(ctx))
-	if err != nil || (kv != nil && kv.Session != "") {
+	if free, err := d.keyFree(ctx, path); err != nil || !free {
 		return &driver.HeldError{}
 	}
 	return &driver.HeldError{Remaining: d.fair.lockDelayBackoff(path, d.lockDelay)}
