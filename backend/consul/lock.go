@@ -125,9 +125,13 @@ func (d *consulDriver) acquire(ctx context.Context, path string, ttl time.Durati
 				// now, try again unguarded: an acquire received after this
 				// read sees any lock-delay the change started.
 				guard = 0
-				if free, err := d.keyFree(ctx, path); err == nil && free {
+				free, err := d.keyFree(ctx, path)
+				if err == nil && free {
 					continue
 				}
+				d.giveBack(s)
+				d.fair.failed(path)
+				return driver.Hold{}, &driver.HeldError{} // held again: the watch drives the wait
 			}
 			d.giveBack(s)
 			d.fair.failed(path)
