@@ -307,3 +307,103 @@ func TestGrantSetsAWholeLease(t *testing.T) {
 		t.Fatalf("granted lock's PTTL %v; want a whole lease (%v) from the grant", pttl, lease)
 	}
 }
+
+// handoffQueue sets the lock to holder and puts members in a sorted queue,
+// in order, each with an entry of the given lease (and inbox "inbox" +
+// member) that lives a minute.
+func handoffQueue(t *testing.T, c *goredis.Client, holder string, lease time.Duration, members ...string) QueueKeys {
+	t.Helper()
+	ctx := context.Background()
+	k := queueKeys(t, c)
+	k.Sorted = true
+	if err := c.Set(ctx, k.Lock, holder, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := now.Add(time.Minute).UnixMilli()
+	for i, m := range members {
+		entry := strconv.FormatInt(deadline, 10) + ":" + strconv.FormatInt(Millis(lease), 10) + ":inbox" + m + ":meta of " + m
+		if err := c.HSet(ctx, k.Deadlines, m, entry).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ZAdd(ctx, k.Queue, goredis.Z{Score: float64(i + 1), Member: m}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return k
+}
+
+// HANDOFF grants the lock only to a waiter that hears of it: the first in
+// line has nobody on its inbox (its process is gone), so its grant is
+// undone (the token it was given stays spent: the floor) and the next one
+// gets the lock, with the next token and a whole lease.
+func TestHandoffSkipsAWaiterNobodyHears(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	const lease = 10 * time.Second
+	k := handoffQueue(t, c, "h", lease, "gone", "live")
+	ps := c.Subscribe(ctx, InboxChannel(k.Channel, "inboxlive"))
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const floor = "9000000000000000" // above any clock in µs
+	keys, args := ReleaseHandoffArgs(k, "h", Publish, "released", floor)
+	if !flag(t, Release.Run(ctx, c, keys, args...)) {
+		t.Fatal("release by the holder failed")
+	}
+	msg, err := ps.ReceiveMessage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const next = "9000000000000001"
+	if parts := strings.Split(msg.Payload, ":"); len(parts) != 3 || parts[0] != "live" || parts[1] != next {
+		t.Fatalf("grant %q; want live:%s:elapsed", msg.Payload, next)
+	}
+	if v := c.Get(ctx, k.Lock).Val(); v != "live" {
+		t.Fatalf("lock is %q; want it handed to the waiter that hears", v)
+	}
+	if pttl := c.PTTL(ctx, k.Lock).Val(); pttl <= lease-time.Second || pttl > lease {
+		t.Fatalf("handed lock's PTTL %v; want a whole lease (%v)", pttl, lease)
+	}
+	if v := c.Get(ctx, k.Fence).Val(); v != next {
+		t.Fatalf("counter %q; want %s", v, next)
+	}
+	if v := c.Get(ctx, k.Meta).Val(); v != "live\nmeta of live" {
+		t.Fatalf("hold description %q; want the waiter's", v)
+	}
+	if n := c.ZCard(ctx, k.Queue).Val() + c.HLen(ctx, k.Deadlines).Val(); n != 0 {
+		t.Fatalf("%d queue members or entries left; want the gone one dropped and the live one out of line", n)
+	}
+
+	// A counter ahead of the floor still goes up by one.
+	keys, args = ReleaseHandoffArgs(k, "live", Publish, "released", "5")
+	c.ZAdd(ctx, k.Queue, goredis.Z{Score: 1, Member: "live2"})
+	c.HSet(ctx, k.Deadlines, "live2", strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10)+":10000:inboxlive:")
+	if !flag(t, Release.Run(ctx, c, keys, args...)) {
+		t.Fatal("release by the waiter that was handed the lock failed")
+	}
+	if v := c.Get(ctx, k.Fence).Val(); v != "9000000000000002" {
+		t.Fatalf("counter %q after a second grant; want %s + 1", v, next)
+	}
+}
+
+// Without an announcement HANDOFF grants nothing: nobody would know.
+func TestHandoffNeedsAnAnnouncement(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	k := handoffQueue(t, c, "h", 10*time.Second, "w")
+	keys, args := ReleaseHandoffArgs(k, "h", NoPublish, "released", "")
+	if !flag(t, Release.Run(ctx, c, keys, args...)) {
+		t.Fatal("release by the holder failed")
+	}
+	if n := c.Exists(ctx, k.Lock).Val(); n != 0 {
+		t.Fatalf("lock still set (%q) after a release without announcement", c.Get(ctx, k.Lock).Val())
+	}
+	if m := c.ZRange(ctx, k.Queue, 0, -1).Val(); len(m) != 1 || m[0] != "w" {
+		t.Fatalf("queue %v; want the waiter still in line", m)
+	}
+}

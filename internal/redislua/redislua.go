@@ -152,6 +152,25 @@ func ReleaseWakeArgs(k QueueKeys, owner, publish, message string) ([]string, []a
 	return k.inboxKey([]string{k.Lock, k.Channel, k.Queue, k.Deadlines, k.Fence, k.Meta}), args
 }
 
+// Handoff is Release's ARGV[4] that grants a freed lock, as Grant does, to
+// the first live waiter whose inbox has a subscriber on this server: a
+// grant nobody hears is undone and the next waiter is tried.
+const Handoff = "HANDOFF"
+
+// ReleaseHandoffArgs returns Release's keys and arguments for a lock whose
+// queue hands it over (mode Handoff): the owner's queue entry is removed
+// too, and with publish the lock goes to the first waiter with a
+// subscribed inbox, told by "member:token:elapsed", the token at least
+// floor (decimal, or "" for none). Without publish the lock is only
+// released.
+func ReleaseHandoffArgs(k QueueKeys, owner, publish, message, floor string) ([]string, []any) {
+	sorted := ""
+	if k.Sorted {
+		sorted = Sorted
+	}
+	return k.inboxKey([]string{k.Lock, k.Channel, k.Queue, k.Deadlines, k.Fence, k.Meta}), []any{owner, publish, message, Handoff, sorted, floor}
+}
+
 // Sorted is Release's ARGV[5] for a queue kept as a sorted set.
 const Sorted = "SORTED"
 

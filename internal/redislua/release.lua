@@ -19,11 +19,20 @@
 --          no receiver: its process is gone), drop it and wake the next
 --          (for waiters whose inbox subscriptions are on this server);
 --          the message is then "member releaser", the releaser being
---          ARGV[1]
+--          ARGV[1]; or 'HANDOFF' to grant as GRANT does, but only to a
+--          waiter that hears of it: while nobody is subscribed to the first
+--          waiter's inbox, the grant is undone (the lock is freed again;
+--          the token stays spent) and the next live waiter is tried, as
+--          with LIVE; and only with an announcement (no grant nobody is
+--          told of); a waiter it cannot grant to is woken as with LIVE
 -- ARGV[5]  optional, with the queue keys: 'SORTED' when the queue is a
 --          sorted set, first in line the lowest score (its waiters choose
 --          their scores, so that every server of a Redlock orders them
---          alike), instead of a list
+--          alike), instead of a list; '' for a list
+-- ARGV[6]  optional, with GRANT or HANDOFF: a floor for a granted token
+--          (decimal, or ''), which the token is raised to when it is below:
+--          a releaser that sends every server of a Redlock the same floor,
+--          above their clocks, has them grant the same token
 --
 -- Replies 1 when the lock was released, 0 when it was not the owner's (it
 -- expired, or it is someone else's now): then the lock is not changed. A
@@ -114,33 +123,50 @@ local function live(h)
 end
 head, entry = live(head)
 local message = head or ARGV[3] or ''
-if head and ARGV[4] == 'LIVE' then
+if head and (ARGV[4] == 'LIVE' or ARGV[4] == 'HANDOFF') then
   -- Also who released, so that a waiter woken by several servers for one
   -- release counts it once.
   message = head .. ' ' .. ARGV[1]
 end
-local granted = false
-if head and ARGV[4] == 'GRANT' then
-  local d, ttl, meta = string.match(entry, '^(%d+):(%d+):[^:]*:(.*)$')
-  -- The token, as queue.lua makes it: max(counter + 1, the clock).
+local handoff = ARGV[4] == 'HANDOFF'
+local granting = ARGV[4] == 'GRANT' or (handoff and announce)
+-- grant hands the lock to waiter h with entry e: set to h with its
+-- description and a fencing token as queue.lua makes one, for one whole
+-- lease from now; h leaves the queue. Returns the message to send h, or nil
+-- (the lock is not changed) when the entry or the counter is not as ours.
+local function grant(h, e)
+  local d, ttl, meta = string.match(e, '^(%d+):(%d+):[^:]*:(.*)$')
+  -- The token, as queue.lua makes it: max(counter + 1, the clock, the
+  -- floor).
   local clock = now[1] .. string.format('%06d', tonumber(now[2]))
+  local floor = ARGV[6]
+  if floor and floor ~= '' and string.match(floor, '^%d+$') and (#clock < #floor or (#clock == #floor and clock < floor)) then
+    clock = floor
+  end
   local token = redis.pcall('GET', KEYS[5])
-  if d and tonumber(ttl) > 0 and (not token or (type(token) == 'string' and string.match(token, '^-?%d+$'))) then
-    if not token or #token < #clock or (#token == #clock and token < clock) then
-      redis.call('SET', KEYS[5], clock)
-      token = clock
-    else
-      redis.call('INCR', KEYS[5])
-      token = redis.call('GET', KEYS[5])
-    end
-    redis.call('SET', KEYS[1], head, 'PX', tonumber(ttl))
-    redis.call('SET', KEYS[6], head .. '\n' .. meta)
-    pop()
-    redis.call('HDEL', KEYS[4], head)
-    -- The entry's deadline is its last refresh plus its lease.
-    local elapsed = math.max(nowms - (tonumber(d) - tonumber(ttl)), 0)
-    message = head .. ':' .. token .. ':' .. elapsed
-    granted = true
+  if not (d and tonumber(ttl) > 0 and (not token or (type(token) == 'string' and string.match(token, '^-?%d+$')))) then
+    return nil
+  end
+  if not token or #token < #clock or (#token == #clock and token < clock) then
+    redis.call('SET', KEYS[5], clock)
+    token = clock
+  else
+    redis.call('INCR', KEYS[5])
+    token = redis.call('GET', KEYS[5])
+  end
+  redis.call('SET', KEYS[1], h, 'PX', tonumber(ttl))
+  redis.call('SET', KEYS[6], h .. '\n' .. meta)
+  pop()
+  redis.call('HDEL', KEYS[4], h)
+  -- The entry's deadline is its last refresh plus its lease.
+  local elapsed = math.max(nowms - (tonumber(d) - tonumber(ttl)), 0)
+  return h .. ':' .. token .. ':' .. elapsed
+end
+local granted = false
+if head and granting then
+  local m = grant(head, entry)
+  if m then
+    message, granted = m, true
   end
 end
 if released and not granted then
@@ -151,15 +177,27 @@ if announce then
     -- To the first waiter's own channel only (see queue.lua).
     local inbox = entry and string.match(entry, '^%d+:%d+:([^:]*):') or ''
     local heard = redis.call(ARGV[2], (head and inbox ~= '') and ((KEYS[7] or KEYS[2]) .. ':' .. inbox) or KEYS[2], message)
-    if not (ARGV[4] == 'LIVE' and head and inbox ~= '' and heard == 0) then
+    if not ((ARGV[4] == 'LIVE' or handoff) and head and inbox ~= '' and heard == 0) then
       break
     end
-    -- LIVE: nobody listens on that waiter's inbox, so its process is gone.
-    -- Drop it and wake the next live one instead.
-    pop()
-    redis.call('HDEL', KEYS[4], head)
+    -- LIVE, HANDOFF: nobody listens on that waiter's inbox, so its process
+    -- is gone. Drop it (a grant to it is undone) and wake the next live
+    -- one instead.
+    if granted then
+      redis.call('DEL', KEYS[1])
+      granted = false
+    else
+      pop()
+      redis.call('HDEL', KEYS[4], head)
+    end
     head, entry = live(first())
     message = head and (head .. ' ' .. ARGV[1]) or ARGV[3] or ''
+    if head and handoff then
+      local m = grant(head, entry)
+      if m then
+        message, granted = m, true
+      end
+    end
   end
 end
 return released and 1 or 0
