@@ -50,8 +50,19 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 	ttl := time.Duration(redislua.Millis(req.TTL)) * time.Millisecond // PX is in whole ms
 	timeout := d.timeout(ttl)
 	nm := d.names(req.Key)
+	kw := d.member(req.Key)
+	var member string
+	if kw != nil {
+		// A waiting Lock: releases may have handed it the lock already.
+		h, ok, m, err := d.claimGrants(ctx, kw, ttl)
+		if ok {
+			return h, err
+		}
+		member = m
+	}
 	a := newAttempt(d, nm, req.Key, req.Owner, ttl)
 	start := time.Now()
+	a.member, a.sent = member, start
 
 	// Phase 1 waits for a majority of grants, else for every answer. The
 	// instances that have not answered by then still get the request; one
@@ -60,13 +71,13 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 	keys := []string{nm.lock, nm.counter, nm.meta, nm.queue, nm.entries}
 	args := []any{req.Owner, ttl.Milliseconds(), req.Meta, "", "", 0,
 		strconv.FormatInt(time.Now().Add(floorLead).UnixMicro(), 10), 0}
-	kw := d.member(req.Key)
 	if kw != nil {
-		life := 3 * ttl / 2
-		kw.life.Store(int64(life))
+		// An entry lives one lease from its last refresh (the waiter
+		// refreshes it at least every third of one, see below).
+		kw.life.Store(int64(ttl))
 		a.wakes = kw.wakes.Load()
 		kw.last.Store(a)
-		args[3], args[4], args[5], args[7] = kw.member, d.inbox, life.Milliseconds(), kw.place(a.wakes)
+		args[3], args[4], args[5], args[7] = member, d.inbox, "", kw.place(a.wakes)
 	}
 	replies := d.fanout(ctx, timeout, d.all, request{acquireScript, keys, args, a.answer}, d.quorum, acquired)
 	var (
@@ -97,6 +108,8 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 		kw.queued.Store(len(refused) > 0)
 		if len(won) < d.quorum && len(refused) > 0 {
 			d.overtaken(kw, a, refused, refusedAt)
+			// Grants whose messages came before these refusals count now.
+			d.wakeIfHanded(kw)
 		}
 	}
 	if len(won) < d.quorum {
@@ -126,6 +139,11 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 			if held.Remaining <= 0 {
 				held.Remaining = unsubscribedRetry
 			}
+		}
+		if kw != nil && errors.As(err, &held) {
+			// The next attempt refreshes the member's entries before they
+			// run out, one lease after this one.
+			held.Remaining = min(held.Remaining, max(ttl/3, time.Millisecond))
 		}
 		return driver.Hold{}, err
 	}

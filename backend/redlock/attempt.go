@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +23,13 @@ type attempt struct {
 
 	// answers holds what each instance answered to the acquire.
 	answers []atomic.Int32
+	// member is the wake-queue member the attempt was sent for ("" when
+	// none), sent when it was sent; granted marks the instances whose
+	// refusal named member as the holder: a release had handed the lock
+	// there to member before this attempt arrived (see claimGrants).
+	member  string
+	sent    time.Time
+	granted []atomic.Bool
 	// ended is set when the attempt failed or its hold was released.
 	ended atomic.Bool
 	// wakes is its key's keyWatch.wakes when it was sent.
@@ -38,7 +46,8 @@ const (
 )
 
 func newAttempt(d *Driver, nm names, key, owner string, ttl time.Duration) *attempt {
-	return &attempt{d: d, key: key, lock: nm.lock, owner: owner, ttl: ttl, answers: make([]atomic.Int32, len(d.inst))}
+	return &attempt{d: d, key: key, lock: nm.lock, owner: owner, ttl: ttl, answers: make([]atomic.Int32, len(d.inst)),
+		granted: make([]atomic.Bool, len(d.inst))}
 }
 
 // names are the Redis names of the attempt's key.
@@ -54,10 +63,12 @@ func (a *attempt) answer(inst int, val any, err error) {
 	case errors.Is(err, errNotSent) || errors.Is(err, errStalled):
 		st = ansNotSent
 	case err == nil:
-		if won, _, _, perr := parseAcquire(reply{inst: inst, val: val}); perr == nil {
+		if won, _, ref, perr := parseAcquire(reply{inst: inst, val: val}); perr == nil {
 			st = ansRefused
 			if won {
 				st = ansGranted
+			} else if a.member != "" && ref.holder == a.member {
+				a.granted[inst].Store(true)
 			}
 		}
 	}
@@ -98,13 +109,23 @@ func (a *attempt) where(keep func(int32) bool) []int {
 }
 
 // releaseRequest is the compare-and-delete of the lock; with publish, it
-// wakes the first live member of the instance's wake queue.
+// hands the lock to the first live member of the instance's wake queue.
 func (a *attempt) releaseRequest(publish bool) request {
-	announce := redislua.NoPublish
+	return a.d.releaseRequest(a.key, a.owner, publish)
+}
+
+// releaseRequest releases key's lock if owner holds it, and removes owner's
+// entry from its wake queue; with publish, the freed lock is handed to the
+// first live member, with a token floor a little ahead of this client's
+// clock (see floorLead): every instance this release reaches then grants
+// the same token, and the member needs no phase 2.
+func (d *Driver) releaseRequest(key, owner string, publish bool) request {
+	announce, floor := redislua.NoPublish, ""
 	if publish {
 		announce = redislua.Publish
+		floor = strconv.FormatInt(time.Now().Add(floorLead).UnixMicro(), 10)
 	}
-	keys, args := redislua.ReleaseWakeArgs(a.names().queueKeys(), a.owner, announce, "released")
+	keys, args := redislua.ReleaseHandoffArgs(d.names(key).queueKeys(), owner, announce, "released", floor)
 	return request{script: redislua.Release, keys: keys, args: args}
 }
 

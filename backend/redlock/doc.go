@@ -28,10 +28,10 @@
 //	P + "t:" + K   the fencing counter (never expires)
 //	P + "r:" + K   the channel releases are published on when nobody is in
 //	               line (for Watch: observers such as dlock.Election's)
-//	P + "w:" + K   the wake queue: a sorted set of the members of waiting
+//	P + "w:" + K   the line: a sorted set of the members of waiting
 //	               Lockers, in line by the score each sends
-//	P + "e:" + K   its entries: member -> deadline:ttl:inbox: (both expire
-//	               with their last refreshed entry)
+//	P + "e:" + K   its entries: member -> deadline:ttl:inbox:description
+//	               (both expire with their last refreshed entry)
 //	P + "i:" + I   the channel a Locker with inbox I is woken on (one per
 //	               Locker, whatever the key)
 //	P + "m:" + K   "owner\ndescription" of the last hold (dlock.WithOwner),
@@ -89,34 +89,59 @@
 //     majority to be free (the (N/2+1-free)-th shortest PTTL), plus a
 //     random part, so that waiters woken by expiry do not retry together.
 //
-// Waiting is a wake queue on every instance, not a herd. A waiting Lock
-// (driver.LockWatcher) stands in line on each instance that refused it:
-// a member (its Locker's inbox and a number) in the sorted set P+"w:"+K,
-// with an entry that lives one and a half leases from its last refusal.
-// The member's score is chosen by its Locker and sent to every instance:
-// when its Lock began waiting, on its own clock. So the instances order
-// their lines alike, whatever order the attempts reached them in, and a
-// release wakes the same member on each of them (by publishing "member
-// releaser" on that member's inbox channel), not one waiter per instance;
-// the inbox is subscribed once per Locker and instance, so a wait costs no
-// SUBSCRIBE. A woken waiter attempts; an attempt that followed a wake
-// carries a new score, the time it was sent, and where it is refused it
-// goes to the back of the line, so a Locker that takes the lock without
-// waiting (the one that just released it, usually) passes nobody over for
-// ever. A waiter that wins, or gives up, leaves the line of every
-// instance. The line decides whom a release wakes, not who may take the
-// lock: anyone may take a free lock, as in the Redlock algorithm, so a
-// line that misses a member on one instance (a lost request) costs at most
-// a second waiter woken, never safety. Clocks that differ between Lockers
-// only move one Locker's waiters forward or back in every line alike.
+// Waiting is a line on every instance, and a release hands the lock over
+// to the first waiter in it, not to a herd. A waiting Lock
+// (driver.LockWatcher) stands in line on each instance that refused it: a
+// member (its Locker's inbox and a number) in the sorted set P+"w:"+K,
+// with an entry that lives one lease from its last refusal (the waiter
+// refreshes it at least every third of one). The member's score is chosen
+// by its Locker and sent to every instance: when its Lock began waiting,
+// on its own clock. So the instances order their lines alike, whatever
+// order the attempts reached them in, and a release makes the same member
+// first on each of them; the inbox is subscribed once per Locker and
+// instance, so a wait costs no SUBSCRIBE.
 //
-// A woken member nobody waits as any more is passed on: a release that
-// finds nobody subscribed to its inbox (its process is gone) drops it and
-// wakes the next one, and a Locker woken for a wait that has ended leaves
-// that instance's line, which wakes the next one. A waiter that is not
-// woken still retries when the holder's lease it was told of runs out, so
-// a lost wake costs time, never the lock. Within one Locker the portable
-// layer already lets only one caller per key talk to the servers.
+// A release hands the lock over where it deletes it: the lock is set to
+// the first live member, with a fencing token made as an acquire makes
+// one, for one whole lease from then, and "member:token:elapsed" is
+// published on that member's inbox, elapsed being the ms of the
+// instance's clock since the member's last refresh there. The releaser
+// sends every instance the same token floor, a little ahead of its clock,
+// so they all grant the same token. The waiter holds the lock once a
+// majority granted it, without a request of its own (phase 2 only when
+// the tokens differ): its validity window starts when it sent the
+// attempt that made its last refresh, plus the shortest elapsed time of
+// those grants less the 1% clock-rate allowance and a millisecond of
+// rounding, and ends TTL*drift + 2ms before the end of that lease, as an
+// attempt's does. Each grant's lease was set at least that late: the grant
+// came elapsed after a refresh that ran after the attempt was sent. A
+// grant counts only from an instance that refused that attempt to another
+// holder; one that named the member itself as holder had granted before
+// the attempt, and its elapsed time counts from an older refresh.
+//
+// The lock is never free between two holders, so the releaser's next Lock
+// (or anyone's TryLock) is refused and goes to the back of the line: a
+// contended key is taken in the order of the line, and an acquisition
+// costs the release and one refused attempt, not a race that every woken
+// waiter pays for. Anyone may still take a lock that nobody holds, as in
+// the Redlock algorithm.
+//
+// A grant nobody hears is undone: a release that finds nobody subscribed
+// to the member's inbox (its process is gone) frees the lock again (the
+// token stays spent) and hands it to the next live member. Grants from
+// fewer than a majority make no hold: a waiter that has some and no
+// majority a timeout after the first gives them back (its release of each
+// hands it to the next member in line there) and waits on as a new member
+// in the same place, with an attempt that takes the lock where it is free.
+// A grant to a member whose wait has ended is handed on the same way,
+// unless that member holds the lock from grants that came first (the
+// late grant is then part of that hold: renewals and the release go to
+// every instance). A waiter that is not woken still retries when the
+// holder's lease it was told of runs out, so a lost message costs time,
+// never the lock; a grant whose message is lost, to a waiter that is
+// alive, holds that instance for one lease. Within one Locker the
+// portable layer lets only one caller per key talk to the servers, so
+// only the waiting Lock claims its member's grants.
 //
 // Watch, for observers, subscribes to the key's release channel on every
 // instance and is woken by every release made while nobody is in line, by
@@ -283,21 +308,22 @@
 // parallel and the ratio approaches that of the third fastest of five
 // round trips to one.
 //
-// Those figures predate the wake queue and the counter floor; the peer
+// Those figures predate the line, its handover and the counter floor; the peer
 // comparison in BENCHMARKS.md (make bench-peers) is current.
 //
 // Uncontended, an acquisition is 5 acquire scripts (SET NX PX, SET of the
-// metadata, TIME, GET and SET of the counter, HDEL of the wake-queue entry)
+// metadata, TIME, GET and SET of the counter, HDEL of the line's entry)
 // and 5 release scripts (GET, ZRANGE, DEL, PUBLISH): about 55 commands
 // against redsync's 20 (SET NX PX, and a GET and DEL script), the price of
 // the fencing counter, the holder's description for Inspect and the wake
-// queue. Contended, a release wakes one waiter, so the commands per
-// acquisition do not grow with the waiters (TestWakeQueue-
-// RequestsPerAcquisitionFlat): the release, the next holder's attempt, and
-// usually one refused attempt (the woken waiter's, or the releaser's own
-// next Lock), whose refusal also refreshes its place in line. With lines
-// ordered by arrival, each instance woke its own first waiter, and a
-// contended acquisition with 8 Lockers cost about 200 commands; with one
-// order on every instance, 157 in BENCHMARKS.md (make bench-peers), where
-// the rest of the gap to redsync is explained.
+// line. Contended, a release hands the lock to one waiter, so the
+// commands per acquisition do not grow with the waiters (TestWakeQueue-
+// RequestsPerAcquisitionFlat): the release that grants it (GET, ZRANGE,
+// TIME, HGET of the entry, GET and SET of the counter, SET of the lock and
+// of its description, ZPOPMIN, HDEL, PUBLISH on each instance), and one
+// refused attempt (the releaser's own next Lock, whose refusal puts it in
+// line). With 8 worker processes that is 105 commands per acquisition in
+// make bench-peers, against 157 when a release only woke the first waiter
+// and the waiter then raced the releaser's next Lock with an attempt of
+// its own, and about 200 when each instance woke its own first waiter.
 package redlock

@@ -9,8 +9,8 @@ type names struct {
 	channel string // release notifications, for Watch
 	meta    string // "owner\ndescription" of the last hold; kept forever
 	record  string // the key's record (driver.Recorder); kept until cleared
-	queue   string // the wake queue: a sorted set of waiters' members, by the score each chose
-	entries string // the wake queue's entries: member -> deadline:ttl:inbox:
+	queue   string // the line: a sorted set of waiters' members, by the score each chose
+	entries string // the line's entries: member -> deadline:ttl:inbox:description
 	inbox   string // the base of the waiters' inbox channels (one per Driver)
 }
 

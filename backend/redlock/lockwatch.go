@@ -17,16 +17,18 @@ import (
 var _ driver.LockWatcher = (*Driver)(nil)
 
 // WatchLock (driver.LockWatcher) is Watch for a waiting Lock: key's next
-// refused attempts through this Driver wait in line: TryAcquire joins the key's wake queue on every instance that
-// refuses it, and a release wakes only the first live member of each
-// instance's queue, on that member's inbox channel, instead of every
-// waiter (see acquireScript). Watch returns once the Driver's inbox is
+// refused attempts through this Driver wait in line: TryAcquire joins the
+// key's line on every instance that refuses it, and a release hands the
+// lock to the first live member of each instance's line, told on that
+// member's inbox channel, instead of waking every waiter (see claimGrants
+// and the package doc). Watch returns once the Driver's inbox is
 // subscribed on a majority of instances. A release publishes on every
-// instance the holder had, a majority, so at least one confirmed
-// subscription hears it when this waiter stands first there. Expiry
-// publishes nothing: the portable layer also waits for the remaining lease
-// reported by TryAcquire, and that also bounds the wait behind a dead
-// waiter until its entry runs out (one and a half leases without refresh).
+// instance the holder had, a majority, so the waiter hears a majority of
+// grants when it stands first on them. Expiry publishes nothing: the
+// portable layer also waits for the remaining lease reported by
+// TryAcquire (at most a third of a lease for a waiter, which so refreshes
+// its entries), and that also bounds the wait behind a dead waiter until
+// its entry runs out (one lease without refresh).
 //
 // The inbox is one channel per Driver and instance, subscribed by the
 // first WatchLock and kept until Close: a wait costs no SUBSCRIBE. The
@@ -92,6 +94,16 @@ type keyWatch struct {
 	// was sent: an attempt follows a wake when wakes has moved since.
 	score atomic.Int64
 	tried atomic.Uint64
+	// grants are the releases that handed the lock to member since its
+	// last attempt was sent, by instance (nil where none came), and grace
+	// wakes the watches when a majority has not come soon after the first
+	// (d.mu; see claimGrants).
+	grants []*handed
+	grace  *time.Timer
+	// formed is set once the member's grants made a hold: the member is
+	// then a holder's owner, and no later attempt of kw may give its
+	// grants back (see claimGrants).
+	formed atomic.Bool
 }
 
 // place returns the score for an attempt sent now that saw wakes releases.
@@ -151,6 +163,7 @@ const maxEnded = 1024
 
 // forget records that kw's wait ended. d.mu is held.
 func (d *Driver) forget(kw *keyWatch) {
+	kw.stopGrace()
 	now := time.Now()
 	if len(d.ended) >= maxEnded {
 		for m, e := range d.ended {
@@ -185,12 +198,12 @@ func (d *Driver) member(key string) *keyWatch {
 	return d.waiting[key]
 }
 
-// leaveRequest removes member from key's wake queue: the release script
-// with the member as owner, which never holds the lock. When the member
-// stood first and the lock is free, the next live member is woken.
+// leaveRequest removes member from key's line: the release script with
+// the member as owner. When a release had handed the member the lock, it
+// is released and handed on to the next live member; when the member stood
+// first and the lock is free, it is handed to the next one too.
 func (d *Driver) leaveRequest(key, member string) request {
-	keys, args := redislua.ReleaseWakeArgs(d.names(key).queueKeys(), member, redislua.Publish, "released")
-	return request{script: redislua.Release, keys: keys, args: args}
+	return d.releaseRequest(key, member, true)
 }
 
 // route wakes the watches of the member a release on instance inst named;
@@ -199,6 +212,10 @@ func (d *Driver) leaveRequest(key, member string) request {
 // attempt's late refusal put it back in that queue) passes the wake on: it
 // leaves that instance's queue, which wakes the next member there.
 func (d *Driver) route(inst int, payload string) {
+	if g, ok := parseHanded(payload); ok {
+		d.handed(inst, g)
+		return
+	}
 	member, releaser, _ := strings.Cut(payload, " ")
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -391,6 +408,7 @@ func (w *lockWatch) Close() error {
 	w.closeOnce.Do(func() {
 		d, kw := w.d, w.kw
 		d.mu.Lock()
+		member := kw.member
 		delete(kw.watches, w)
 		last := len(kw.watches) == 0
 		if last {
@@ -419,7 +437,7 @@ func (w *lockWatch) Close() error {
 		timeout := d.timeout(0)
 		ctx, cancel := context.WithTimeout(d.life, timeout)
 		defer cancel()
-		d.fanout(ctx, timeout, where, d.leaveRequest(kw.key, kw.member), len(where), nil)
+		d.fanout(ctx, timeout, where, d.leaveRequest(kw.key, member), len(where), nil)
 	})
 	return nil
 }

@@ -223,6 +223,9 @@ func (d *Driver) Close() error {
 		d.mu.Lock()
 		d.isClosed = true
 		hubs := d.hub
+		for _, kw := range d.waiting {
+			kw.stopGrace()
+		}
 		d.mu.Unlock()
 		for _, h := range hubs {
 			h.close()

@@ -16,23 +16,22 @@ import "github.com/redis/go-redis/v9"
 //
 //	KEYS[1] lock, KEYS[2] counter; ARGV[1] owner, ARGV[2] TTL in ms
 //	optional KEYS[3] hold metadata, ARGV[3] the holder's description
-//	optional KEYS[4] wake queue, KEYS[5] its entries; ARGV[4] the waiter's
-//	queue member ('' for an attempt that does not wait), ARGV[5] its
-//	inbox, ARGV[6] how long its entry lives unrefreshed, in ms
+//	optional KEYS[4] the line, KEYS[5] its entries; ARGV[4] the waiter's
+//	member ('' for an attempt that does not wait), ARGV[5] its inbox,
+//	ARGV[6] unused
 //	optional ARGV[7] a floor for the new counter (decimal µs, or '')
-//	optional ARGV[8] with ARGV[4]: the member's score in the wake queue
+//	optional ARGV[8] with ARGV[4]: the member's score in the line
 //
-// The wake queue is not a grant queue: it only decides whom a release
-// wakes (redislua's release script, wake-only and sorted, publishes the
-// first live member on that member's inbox), so that one waiter wakes
-// instead of every one. It is a sorted set, lowest score first, and the
-// waiter chooses its score (see keyWatch.score) and sends the same one to
-// every instance: the instances then agree on who is first, and a release
-// wakes the same waiter on each of them, not up to one per instance. (An
-// order of arrival differs between instances, and so would the woken.) A
-// waiter that is refused joins the queue, or refreshes its entry and
-// score; one that wins leaves it. Anyone may take a free lock, queued or
-// not.
+// The line is a sorted set, lowest score first, and the waiter chooses its
+// score (see keyWatch.score) and sends the same one to every instance: the
+// instances then agree on who is first, and a release (redislua's release
+// script in mode HANDOFF, sorted) hands the lock to the same waiter on
+// each of them. (An order of arrival differs between instances, and so
+// would the first.) A waiter that is refused joins the line, or refreshes
+// its entry (deadline:ttl:inbox:description, the deadline one lease after
+// the refresh) and score; one that wins leaves it; one refused because a
+// release handed the lock to its own member does not join again there.
+// Anyone may take a lock nobody holds, in line or not.
 //
 // Returns {1, counter} when the lock is ours: newly set (the counter
 // becomes max(counter + 1, the server clock in microseconds, the client's
@@ -85,12 +84,14 @@ local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then
   return {1, redis.call('GET', KEYS[2]) or '0'}
 end
-if ARGV[4] and ARGV[4] ~= '' then
+if ARGV[4] and ARGV[4] ~= '' and holder ~= ARGV[4] then
   local t = redis.call('TIME')
   local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local life = tonumber(ARGV[6])
-  -- Entries as redislua's queue keeps them: deadline:ttl:inbox:meta.
-  redis.call('HSET', KEYS[5], ARGV[4], (nowms + life) .. ':' .. ARGV[2] .. ':' .. ARGV[5] .. ':')
+  local life = tonumber(ARGV[2])
+  -- Entries as redislua's queue keeps them: deadline:ttl:inbox:meta, the
+  -- deadline one lease after this refresh (a release that grants the lock
+  -- tells the waiter how long after this refresh it did).
+  redis.call('HSET', KEYS[5], ARGV[4], (nowms + life) .. ':' .. ARGV[2] .. ':' .. ARGV[5] .. ':' .. (ARGV[3] or ''))
   redis.call('ZADD', KEYS[4], ARGV[8], ARGV[4])
   redis.call('PEXPIRE', KEYS[4], life)
   redis.call('PEXPIRE', KEYS[5], life)

@@ -14,11 +14,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Every instance orders its wake queue by the score each waiter sends, not
-// by arrival: two waiters that reach two instances in opposite orders are
-// in the same order on both, and one release wakes the same waiter on
-// each. Queued by arrival, each instance woke its own first waiter, and
-// both waiters attempted for one release.
+// Every instance orders its line by the score each waiter sends, not by
+// arrival: two waiters that reach two instances in opposite orders are in
+// the same order on both, and one release hands the lock to the same
+// waiter on each. Queued by arrival, each instance had its own first
+// waiter, and one release would split the lock between them.
 func TestWakeQueueSameOrderOnEveryInstance(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -76,14 +76,14 @@ func TestWakeQueueSameOrderOnEveryInstance(t *testing.T) {
 		}
 	}
 	for i, c := range clients {
-		keys, args := redislua.ReleaseWakeArgs(nm.queueKeys(), "holder", redislua.Publish, "released")
+		keys, args := redislua.ReleaseHandoffArgs(nm.queueKeys(), "holder", redislua.Publish, "released", "")
 		if n, err := redislua.Release.Run(ctx, c, keys, args...).Int(); err != nil || n != 1 {
 			t.Fatalf("release on instance %d: %d, %v", i, n, err)
 		}
 		select {
 		case msg := <-woken[i]:
-			if msg.Payload != "early holder" {
-				t.Errorf("instance %d woke %q, want %q: the instances order the queue differently", i, msg.Payload, "early holder")
+			if !strings.HasPrefix(msg.Payload, "early:") {
+				t.Errorf("instance %d handed the lock over with %q, want early:token:elapsed: the instances order the line differently", i, msg.Payload)
 			}
 		case <-ctx.Done():
 			t.Fatalf("instance %d woke nobody", i)
