@@ -89,7 +89,7 @@ type QueueKeys struct {
 	// process, whatever the key.
 	Inbox string
 	// Sorted, when set, says Queue is a sorted set, first in line the
-	// lowest score, instead of a list (ReleaseWakeArgs only; Inspect reads
+	// lowest score, instead of a list (ReleaseHandoffArgs only; Inspect reads
 	// either).
 	Sorted bool
 }
@@ -134,22 +134,6 @@ func ReleaseQueueArgs(k QueueKeys, owner, publish, message string, grant bool) (
 		mode = Grant
 	}
 	return []string{k.Lock, k.Channel, k.Queue, k.Deadlines, k.Fence, k.Meta}, []any{owner, publish, message, mode}
-}
-
-// Live is Release's ARGV[4] that wakes the first live waiter whose inbox has
-// a subscriber on this server, dropping those without one.
-const Live = "LIVE"
-
-// ReleaseWakeArgs returns Release's keys and arguments for a lock whose
-// queue only decides whom a release wakes (mode Live): the owner's queue
-// entry is removed too, and the first waiter with a subscribed inbox is
-// woken with "member owner" as the message.
-func ReleaseWakeArgs(k QueueKeys, owner, publish, message string) ([]string, []any) {
-	args := []any{owner, publish, message, Live}
-	if k.Sorted {
-		args = append(args, Sorted)
-	}
-	return k.inboxKey([]string{k.Lock, k.Channel, k.Queue, k.Deadlines, k.Fence, k.Meta}), args
 }
 
 // Handoff is Release's ARGV[4] that grants a freed lock, as Grant does, to

@@ -14,17 +14,16 @@
 --          for no announcement
 -- ARGV[3]  the message to publish when nobody is queued
 -- ARGV[4]  with the queue keys: 'GRANT' to hand the lock to the first live
---          waiter, '' to only wake it, 'LIVE' to only wake it and, while
---          nobody is subscribed to the woken waiter's inbox (PUBLISH counts
---          no receiver: its process is gone), drop it and wake the next
---          (for waiters whose inbox subscriptions are on this server);
---          the message is then "member releaser", the releaser being
---          ARGV[1]; or 'HANDOFF' to grant as GRANT does, but only to a
---          waiter that hears of it: while nobody is subscribed to the first
---          waiter's inbox, the grant is undone (the lock is freed again;
---          the token stays spent) and the next live waiter is tried, as
---          with LIVE; and only with an announcement (no grant nobody is
---          told of); a waiter it cannot grant to is woken as with LIVE
+--          waiter, '' to only wake it, 'HANDOFF' to grant as GRANT does
+--          but only to a waiter that hears of it (for waiters whose inbox
+--          subscriptions are on this server): while nobody is subscribed
+--          to the first waiter's inbox (PUBLISH counts no receiver: its
+--          process is gone), the grant is undone (the lock is freed again;
+--          the token stays spent) and the next live waiter is tried; and
+--          only with an announcement (no grant nobody is told of). A
+--          waiter HANDOFF cannot grant to (a counter that is not an
+--          integer) is only woken, with "member releaser", the releaser
+--          being ARGV[1]
 -- ARGV[5]  optional, with the queue keys: 'SORTED' when the queue is a
 --          sorted set, first in line the lowest score (its waiters choose
 --          their scores, so that every server of a Redlock orders them
@@ -123,7 +122,7 @@ local function live(h)
 end
 head, entry = live(head)
 local message = head or ARGV[3] or ''
-if head and (ARGV[4] == 'LIVE' or ARGV[4] == 'HANDOFF') then
+if head and ARGV[4] == 'HANDOFF' then
   -- Also who released, so that a waiter woken by several servers for one
   -- release counts it once.
   message = head .. ' ' .. ARGV[1]
@@ -177,12 +176,11 @@ if announce then
     -- To the first waiter's own channel only (see queue.lua).
     local inbox = entry and string.match(entry, '^%d+:%d+:([^:]*):') or ''
     local heard = redis.call(ARGV[2], (head and inbox ~= '') and ((KEYS[7] or KEYS[2]) .. ':' .. inbox) or KEYS[2], message)
-    if not ((ARGV[4] == 'LIVE' or handoff) and head and inbox ~= '' and heard == 0) then
+    if not (handoff and head and inbox ~= '' and heard == 0) then
       break
     end
-    -- LIVE, HANDOFF: nobody listens on that waiter's inbox, so its process
-    -- is gone. Drop it (a grant to it is undone) and wake the next live
-    -- one instead.
+    -- HANDOFF: nobody listens on that waiter's inbox, so its process is
+    -- gone. Drop it (a grant to it is undone) and try the next live one.
     if granted then
       redis.call('DEL', KEYS[1])
       granted = false
