@@ -5,30 +5,32 @@ import (
 	"testing"
 )
 
-// Release messages: a wake-up names its owner, a grant adds the token and
-// the server ms since the waiter's last refresh; a grant in the older
-// two-field form counts as elapsed 0; anything else is for every waiter.
+// Release messages: a wake-up names its owner, a grant adds the token, the
+// server ms since the waiter's last refresh and the attempt that made it;
+// a grant in an older form names no attempt; anything else is for every
+// waiter.
 func TestAddressed(t *testing.T) {
 	o := strings.Repeat("ab", 16)
 	for _, c := range []struct {
 		payload string
 		owner   string
-		token   uint64
-		elapsed int64
+		grant   *grant
 	}{
-		{o, o, 0, 0},
-		{o + ":42:317", o, 42, 317},
-		{o + ":42", o, 42, 0},
-		{o + ":42:-1", "", 0, 0},
-		{o + ":42:x", "", 0, 0},
-		{o + ":x:3", "", 0, 0},
-		{"released", "", 0, 0},
-		{strings.Repeat("g", 32) + ":1:1", "", 0, 0},
-		{"", "", 0, 0},
+		{o, o, nil},
+		{o + ":42:317:1z", o, &grant{42, 317, "1z"}},
+		{o + ":42:317", o, &grant{42, 317, ""}},
+		{o + ":42", o, &grant{42, 0, ""}},
+		{o + ":0:3:1", "", nil},
+		{o + ":42:-1:1", "", nil},
+		{o + ":42:x:1", "", nil},
+		{o + ":x:3:1", "", nil},
+		{"released", "", nil},
+		{strings.Repeat("g", 32) + ":1:1:1", "", nil},
+		{"", "", nil},
 	} {
-		owner, token, elapsed := addressed(c.payload)
-		if owner != c.owner || token != c.token || elapsed != c.elapsed {
-			t.Errorf("addressed(%q) = %q, %d, %d; want %q, %d, %d", c.payload, owner, token, elapsed, c.owner, c.token, c.elapsed)
+		owner, g := addressed(c.payload)
+		if owner != c.owner || (g == nil) != (c.grant == nil) || g != nil && *g != *c.grant {
+			t.Errorf("addressed(%q) = %q, %+v; want %q, %+v", c.payload, owner, g, c.owner, c.grant)
 		}
 	}
 }

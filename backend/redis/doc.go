@@ -29,11 +29,17 @@
 //   - Release: a Lua compare-and-delete (only if the key still holds this
 //     hold's owner value). When someone is queued, the same script hands
 //     the lock to the first live waiter (with a token made as above, for a
-//     whole lease) and publishes "owner:token:elapsed" on that waiter's
-//     Locker's own channel of the key (see
-//     Keys): only that waiter, in one process, wakes, and it needs no
-//     round trip to take the lock. A holder whose lease expired and was
-//     taken over can never delete its successor's lock.
+//     whole lease) and publishes "owner:token:elapsed:attempt" on that
+//     waiter's Locker's own channel of the key (see Keys): only that
+//     waiter, in one process, wakes, and it needs no round trip to take
+//     the lock. Its window counts from the sending of the attempt named
+//     (the one whose refresh of the entry elapsed counts from), so a grant
+//     heard late, after the waiter attempted again (it was paused, say),
+//     is not counted from that later attempt: the waiter attempts once
+//     more and finds the lock still its own, with what is left of the
+//     lease, or someone else's (fault cell 17 of FAULTS.md). A holder
+//     whose lease expired and was taken over can never delete its
+//     successor's lock.
 //   - Renew: a Lua compare-and-PEXPIRE, called by dlock's watchdog about
 //     every TTL/3.
 //   - Waiting: the waiters of a Locker share one pub/sub connection (on a

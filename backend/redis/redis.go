@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -197,6 +198,16 @@ type state struct {
 	names names
 	owner string
 	ttlMs int64
+	// tried counts the attempts made for owner; the last one's ID (tried in
+	// base 36) is in the queue entry it refreshed, and in a grant that
+	// counts from that refresh. One goroutine attempts at a time.
+	tried uint64
+}
+
+// nextAttempt returns the ID of st's next attempt.
+func (st *state) nextAttempt() string {
+	st.tried++
+	return strconv.FormatUint(st.tried, 36)
 }
 
 func (d *redisDriver) check(ctx context.Context) error {
@@ -238,10 +249,13 @@ func (d *redisDriver) newState(req driver.Request) *state {
 //
 // The validity window of a hold taken by an attempt starts when that
 // attempt was sent; one that finds the lock its own already (a grant whose
-// message it missed) ends when the lease it read there does. A grant sets a whole lease when the release runs, and
-// says how long after the waiter's last refused attempt ran that was, by the
-// server's clock: the window starts when that attempt was sent plus that
-// time (see grantedSince).
+// message it missed) ends when the lease it read there does. A grant sets
+// a whole lease when the release runs, names the attempt whose refresh of
+// the entry came last before it, and says how long after that refresh it
+// ran, by the server's clock: when it names the waiter's last refused
+// attempt, the window starts when that attempt was sent plus that time
+// (see grantedSince); a grant naming an earlier one, or heard after its
+// window, is followed by another attempt instead.
 func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.Hold, error) {
 	if err := d.check(ctx); err != nil {
 		return driver.Hold{}, err
@@ -274,7 +288,10 @@ func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.H
 		}
 		return driver.Hold{}, err
 	}
-	var since time.Time // when the last refused attempt was sent
+	var (
+		since    time.Time // when the last refused attempt was sent
+		sinceTry string    // and its ID
+	)
 	for {
 		sent := time.Now()
 		// Join the queue only once the inbox is subscribed: a release
@@ -294,7 +311,7 @@ func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.H
 			return giveUp(err)
 		}
 		queued = queued || join
-		since = sent
+		since, sinceTry = sent, strconv.FormatUint(st.tried, 36)
 		if w == nil {
 			if w, err = d.subs.watch(ctx, channel, st.owner, true); err != nil {
 				w = nil
@@ -318,8 +335,18 @@ func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.H
 				w = nil
 				continue
 			}
-			if token, elapsed := w.granted(); token != 0 {
-				return d.granted(ctx, st, token, grantedSince(since, elapsed))
+			// A grant counts from the refresh of the attempt it names.
+			// One that names an earlier attempt came late (the waiter was
+			// paused, say): its lease may have run out and the lock be
+			// someone else's since, so the next attempt finds out.
+			// A grant heard after its window had ended (the waiter was
+			// paused) is not a hold either; the next attempt finds the
+			// lock still this owner's, with what is left of its lease, or
+			// someone else's.
+			if token, elapsed, attempt := w.granted(); token != 0 && attempt == sinceTry {
+				if from := grantedSince(since, elapsed); time.Since(from) < validity(time.Duration(st.ttlMs)*time.Millisecond) {
+					return d.granted(ctx, st, token, from)
+				}
 			}
 		case <-timer.C:
 		case <-ctx.Done():
@@ -342,6 +369,10 @@ func grantedSince(since time.Time, elapsed time.Duration) time.Time {
 	}
 	return minTime(since.Add(credit), time.Now())
 }
+
+// validity is how long a lease of ttl lets its holder act: ttl less the
+// portable layer's clock-drift allowance (1% and 2ms).
+func validity(ttl time.Duration) time.Duration { return ttl - ttl/100 - 2*time.Millisecond }
 
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {
@@ -376,7 +407,7 @@ func (d *redisDriver) leave(ctx context.Context, st *state) {
 // attempt runs queue.lua once for st: join says whether an owner that is
 // not granted the lock joins (or stays in) the queue.
 func (d *redisDriver) attempt(ctx context.Context, st *state, meta string, join bool) (driver.Hold, error) {
-	keys, args := redislua.QueueArgs(st.names.queueKeys(), st.owner, st.ttlMs, meta, join, d.publish, d.inbox)
+	keys, args := redislua.QueueArgs(st.names.queueKeys(), st.owner, st.ttlMs, meta, join, d.publish, d.inbox, st.nextAttempt())
 	sent := time.Now()
 	v, acks, err := d.run(ctx, redislua.Queue, keys, args)
 	if err != nil {

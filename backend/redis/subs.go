@@ -384,14 +384,13 @@ func (c *subConn) handle(msg any) {
 	switch m := msg.(type) {
 	case *goredis.Message:
 		if sc := c.chans[m.Channel]; sc != nil {
-			to, token, elapsed := addressed(m.Payload)
+			to, g := addressed(m.Payload)
 			for w := range sc.watches {
 				if to != "" && w.owner != "" && w.owner != to {
 					continue // woken only when it is this waiter's turn
 				}
-				if token != 0 && w.owner == to {
-					w.elapsed.Store(elapsed)
-					w.token.Store(token)
+				if g != nil && w.owner == to {
+					w.grant.Store(g)
 				}
 				select {
 				case w.changed <- struct{}{}:
@@ -434,29 +433,39 @@ func (c *subConn) handle(msg any) {
 type watch struct {
 	c       *subConn
 	channel string
-	owner   string        // hears only messages addressed to it (or to nobody); "" hears all
-	linger  bool          // the last watch's removal lets the subscription linger
-	token   atomic.Uint64 // the fencing token of a lock a release granted to owner
-	elapsed atomic.Int64  // with token: the server ms from the owner's last refresh to the grant
-	need    uint64        // confirmed when the channel's acked reaches need
-	ready   chan struct{} // closed when confirmed
-	changed chan struct{} // a release was published; closed when broken
-	removed bool          // guarded by c.mu
+	owner   string                // hears only messages addressed to it (or to nobody); "" hears all
+	linger  bool                  // the last watch's removal lets the subscription linger
+	grant   atomic.Pointer[grant] // the last grant of the lock to owner
+	need    uint64                // confirmed when the channel's acked reaches need
+	ready   chan struct{}         // closed when confirmed
+	changed chan struct{}         // a release was published; closed when broken
+	removed bool                  // guarded by c.mu
 }
 
 var _ driver.Watch = (*watch)(nil)
 
 func (w *watch) Changed() <-chan struct{} { return w.changed }
 
+// grant is a release's grant of the lock to a waiter: its fencing token,
+// the server ms from the waiter's last refresh of its queue entry to the
+// grant, and the ID of the attempt that made that refresh ("" from an
+// older version).
+type grant struct {
+	token   uint64
+	elapsed int64
+	attempt string
+}
+
 // granted returns the token of the lock a release handed to the watch's
-// owner, 0 when none was, and how long after the owner's last refresh of
-// its queue entry the release ran, by the server's clock.
-func (w *watch) granted() (uint64, time.Duration) {
-	token := w.token.Load()
-	if token == 0 {
-		return 0, 0
+// owner last, 0 when none was, how long after the owner's last refresh of
+// its queue entry the release ran, by the server's clock, and the attempt
+// that made that refresh.
+func (w *watch) granted() (uint64, time.Duration, string) {
+	g := w.grant.Load()
+	if g == nil {
+		return 0, 0, ""
 	}
-	return token, time.Duration(w.elapsed.Load()) * time.Millisecond
+	return g.token, time.Duration(g.elapsed) * time.Millisecond, g.attempt
 }
 
 func (w *watch) Close() error {
@@ -464,37 +473,38 @@ func (w *watch) Close() error {
 	return nil
 }
 
-// addressed returns the owner a release message wakes, the fencing token
-// of the lock it was granted (0 for a wake-up only) and the server ms
-// between the owner's last refresh and the grant, or "" for a message meant
-// for every waiter (a release with nobody queued, a break, a release by an
-// older version). Messages are "owner" or "owner:token:elapsed"
+// addressed returns the owner a release message wakes and the grant it
+// makes (nil for a wake-up only), or "" for a message meant for every
+// waiter (a release with nobody queued, a break, a release by an older
+// version). Messages are "owner" or "owner:token:elapsed:attempt"
 // (release.lua); owners are 32 hex digits (driver.Request.Owner). A grant
-// in the older form "owner:token" counts as elapsed 0, which only shortens
-// the waiter's validity window.
-func addressed(payload string) (owner string, token uint64, elapsed int64) {
-	owner, grant, isGrant := strings.Cut(payload, ":")
+// in an older form, "owner:token:elapsed" or "owner:token", names no
+// attempt, so the waiter attempts instead of counting from it.
+func addressed(payload string) (string, *grant) {
+	owner, rest, isGrant := strings.Cut(payload, ":")
 	if len(owner) != 32 {
-		return "", 0, 0
+		return "", nil
 	}
 	for i := 0; i < len(owner); i++ {
 		c := owner[i]
 		if (c < '0' || c > '9') && (c < 'a' || c > 'f') && (c < 'A' || c > 'F') {
-			return "", 0, 0
+			return "", nil
 		}
 	}
 	if !isGrant {
-		return owner, 0, 0
+		return owner, nil
 	}
-	tok, ms, _ := strings.Cut(grant, ":")
-	n, err := strconv.ParseUint(tok, 10, 64)
-	if err != nil {
-		return "", 0, 0
+	tok, rest, _ := strings.Cut(rest, ":")
+	ms, attempt, _ := strings.Cut(rest, ":")
+	g := &grant{attempt: attempt}
+	var err error
+	if g.token, err = strconv.ParseUint(tok, 10, 64); err != nil || g.token == 0 {
+		return "", nil
 	}
 	if ms != "" {
-		if elapsed, err = strconv.ParseInt(ms, 10, 64); err != nil || elapsed < 0 {
-			return "", 0, 0
+		if g.elapsed, err = strconv.ParseInt(ms, 10, 64); err != nil || g.elapsed < 0 {
+			return "", nil
 		}
 	}
-	return owner, n, elapsed
+	return owner, g
 }

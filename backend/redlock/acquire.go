@@ -77,7 +77,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 		kw.life.Store(int64(ttl))
 		a.wakes = kw.wakes.Load()
 		kw.last.Store(a)
-		args[3], args[4], args[5], args[7] = member, d.inbox, "", kw.place(a.wakes)
+		args[3], args[4], args[5], args[7] = member, d.inbox, a.id, kw.place(a.wakes)
 	}
 	replies := d.fanout(ctx, timeout, d.all, request{acquireScript, keys, args, a.answer}, d.quorum, acquired)
 	var (

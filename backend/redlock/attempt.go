@@ -23,11 +23,14 @@ type attempt struct {
 
 	// answers holds what each instance answered to the acquire.
 	answers []atomic.Int32
-	// member is the wake-queue member the attempt was sent for ("" when
-	// none), sent when it was sent; granted marks the instances whose
-	// refusal named member as the holder: a release had handed the lock
-	// there to member before this attempt arrived (see claimGrants).
+	// member is the line member the attempt was sent for ("" when none),
+	// id names it in the entries it refreshes (a grant names the attempt
+	// its elapsed time counts from), sent is when it was sent; granted
+	// marks the instances whose refusal named member as the holder: a
+	// release had handed the lock there to member before this attempt
+	// arrived (see claimGrants).
 	member  string
+	id      string
 	sent    time.Time
 	granted []atomic.Bool
 	// ended is set when the attempt failed or its hold was released.
@@ -47,7 +50,7 @@ const (
 
 func newAttempt(d *Driver, nm names, key, owner string, ttl time.Duration) *attempt {
 	return &attempt{d: d, key: key, lock: nm.lock, owner: owner, ttl: ttl, answers: make([]atomic.Int32, len(d.inst)),
-		granted: make([]atomic.Bool, len(d.inst))}
+		granted: make([]atomic.Bool, len(d.inst)), id: strconv.FormatUint(d.attempts.Add(1), 36)}
 }
 
 // names are the Redis names of the attempt's key.

@@ -103,9 +103,10 @@
 //
 // A release hands the lock over where it deletes it: the lock is set to
 // the first live member, with a fencing token made as an acquire makes
-// one, for one whole lease from then, and "member:token:elapsed" is
-// published on that member's inbox, elapsed being the ms of the
-// instance's clock since the member's last refresh there. The releaser
+// one, for one whole lease from then, and "member:token:elapsed:attempt"
+// is published on that member's inbox, elapsed being the ms of the
+// instance's clock since the member's last refresh there and attempt the
+// ID of the attempt that made that refresh. The releaser
 // sends every instance the same token floor, a little ahead of its clock,
 // so they all grant the same token. The waiter holds the lock once a
 // majority granted it, without a request of its own (phase 2 only when
@@ -115,9 +116,12 @@
 // rounding, and ends TTL*drift + 2ms before the end of that lease, as an
 // attempt's does. Each grant's lease was set at least that late: the grant
 // came elapsed after a refresh that ran after the attempt was sent. A
-// grant counts only from an instance that refused that attempt to another
-// holder; one that named the member itself as holder had granted before
-// the attempt, and its elapsed time counts from an older refresh.
+// grant counts only when it names the member's last attempt, from an
+// instance that refused that attempt to another holder. One that names an
+// earlier attempt is a grant heard late (its waiter was paused, say, and
+// attempted again on resuming): its lease may have run out and the lock be
+// someone else's, so it is given back, never counted from the later
+// attempt (fault cell 17 of FAULTS.md).
 //
 // The lock is never free between two holders, so the releaser's next Lock
 // (or anyone's TryLock) is refused and goes to the back of the line: a

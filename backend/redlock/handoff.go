@@ -17,17 +17,22 @@ type handed struct {
 	member  string
 	token   uint64
 	elapsed time.Duration
+	attempt string // the ID of the attempt that made that refresh
 }
 
-// parseHanded reads a grant message, "member:token:elapsed" (a wake without
-// a grant is "member releaser").
+// parseHanded reads a grant message, "member:token:elapsed:attempt" (a
+// wake without a grant is "member releaser").
 func parseHanded(payload string) (handed, bool) {
 	member, rest, ok := strings.Cut(payload, ":")
 	if !ok || member == "" {
 		return handed{}, false
 	}
-	tok, ms, ok := strings.Cut(rest, ":")
+	tok, rest, ok := strings.Cut(rest, ":")
 	if !ok {
+		return handed{}, false
+	}
+	ms, attempt, ok := strings.Cut(rest, ":")
+	if !ok || attempt == "" {
 		return handed{}, false
 	}
 	token, err := strconv.ParseUint(tok, 10, 64)
@@ -38,7 +43,7 @@ func parseHanded(payload string) (handed, bool) {
 	if err != nil || elapsed < 0 {
 		return handed{}, false
 	}
-	return handed{member: member, token: token, elapsed: time.Duration(elapsed) * time.Millisecond}, true
+	return handed{member: member, token: token, elapsed: time.Duration(elapsed) * time.Millisecond, attempt: attempt}, true
 }
 
 // handed records a grant that instance inst's release made to a member of
@@ -109,12 +114,13 @@ func (kw *keyWatch) stopGrace() {
 }
 
 // claimable returns the instances whose grant to kw's member can count
-// towards a hold, and how many: the grant came after the member's last
-// attempt was refused there by another holder, so the refresh the grant's
-// elapsed time counts from is that attempt's (or a later one of an older
-// attempt, which only shortens the window). An instance whose answer has
-// not come, or that named the member as its holder (a grant older than the
-// attempt), does not count. d.mu is held.
+// towards a hold, and how many: the grant names the member's last attempt
+// as the one whose refresh its elapsed time counts from, so that attempt's
+// sending is where the window may start. A grant that names an earlier
+// attempt counts from a refresh sent earlier, which the waiter no longer
+// pairs it with: it is given back (it may well have run out, and the lock
+// be someone else's since). An instance whose answer has not come, or that
+// named the member as its holder, does not count either. d.mu is held.
 func (kw *keyWatch) claimable() ([]int, int) {
 	a := kw.last.Load()
 	if a == nil || a.member != kw.member {
@@ -122,7 +128,7 @@ func (kw *keyWatch) claimable() ([]int, int) {
 	}
 	var idx []int
 	for i, g := range kw.grants {
-		if g != nil && a.answers[i].Load() == ansRefused && !a.granted[i].Load() {
+		if g != nil && g.attempt == a.id && a.answers[i].Load() == ansRefused && !a.granted[i].Load() {
 			idx = append(idx, i)
 		}
 	}

@@ -105,10 +105,11 @@ type Driver struct {
 	subChange chan struct{}  // closed and replaced when a subscription ends
 	subWG     sync.WaitGroup // the subscribeInbox goroutines
 	// The keys waited for, by key and by queue member.
-	waiting map[string]*keyWatch
-	members map[string]*keyWatch
-	ended   map[string]endedMember // members whose wait ended (see route)
-	seq     uint64
+	attempts atomic.Uint64 // attempts made, for their IDs
+	waiting  map[string]*keyWatch
+	members  map[string]*keyWatch
+	ended    map[string]endedMember // members whose wait ended (see route)
+	seq      uint64
 }
 
 var _ driver.Locker = (*Driver)(nil)

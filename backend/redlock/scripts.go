@@ -18,7 +18,7 @@ import "github.com/redis/go-redis/v9"
 //	optional KEYS[3] hold metadata, ARGV[3] the holder's description
 //	optional KEYS[4] the line, KEYS[5] its entries; ARGV[4] the waiter's
 //	member ('' for an attempt that does not wait), ARGV[5] its inbox,
-//	ARGV[6] unused
+//	ARGV[6] the attempt's ID (letters and digits)
 //	optional ARGV[7] a floor for the new counter (decimal µs, or '')
 //	optional ARGV[8] with ARGV[4]: the member's score in the line
 //
@@ -28,8 +28,8 @@ import "github.com/redis/go-redis/v9"
 // script in mode HANDOFF, sorted) hands the lock to the same waiter on
 // each of them. (An order of arrival differs between instances, and so
 // would the first.) A waiter that is refused joins the line, or refreshes
-// its entry (deadline:ttl:inbox:description, the deadline one lease after
-// the refresh) and score; one that wins leaves it; one refused because a
+// its entry (deadline:ttl:inbox:attempt:description, the deadline one
+// lease after the refresh) and score; one that wins leaves it; one refused because a
 // release handed the lock to its own member does not join again there.
 // Anyone may take a lock nobody holds, in line or not.
 //
@@ -88,10 +88,11 @@ if ARGV[4] and ARGV[4] ~= '' and holder ~= ARGV[4] then
   local t = redis.call('TIME')
   local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local life = tonumber(ARGV[2])
-  -- Entries as redislua's queue keeps them: deadline:ttl:inbox:meta, the
-  -- deadline one lease after this refresh (a release that grants the lock
-  -- tells the waiter how long after this refresh it did).
-  redis.call('HSET', KEYS[5], ARGV[4], (nowms + life) .. ':' .. ARGV[2] .. ':' .. ARGV[5] .. ':' .. (ARGV[3] or ''))
+  -- Entries as redislua's release script hands over from them:
+  -- deadline:ttl:inbox:attempt:meta, the deadline one lease after this
+  -- refresh (a release that grants the lock tells the waiter how long
+  -- after this attempt's refresh it did).
+  redis.call('HSET', KEYS[5], ARGV[4], (nowms + life) .. ':' .. ARGV[2] .. ':' .. ARGV[5] .. ':' .. ARGV[6] .. ':' .. (ARGV[3] or ''))
   redis.call('ZADD', KEYS[4], ARGV[8], ARGV[4])
   redis.call('PEXPIRE', KEYS[4], life)
   redis.call('PEXPIRE', KEYS[5], life)

@@ -5,11 +5,13 @@
 -- KEYS[2]  the fencing counter of that lock
 -- KEYS[3]  the hold metadata key
 -- KEYS[4]  the queue: a list of waiting owners, first in line first
--- KEYS[5]  the queue's entries: a hash, owner -> "deadline:ttl:inbox:meta",
---          deadline the server time in ms after which the entry is dropped
---          unless its waiter refreshed it, ttl and meta the waiter's lease
---          and description (for release.lua to grant it the lock), inbox
---          the suffix of the waiter's own channel
+-- KEYS[5]  the queue's entries: a hash, owner ->
+--          "deadline:ttl:inbox:attempt:meta", deadline the server time in
+--          ms after which the entry is dropped unless its waiter refreshed
+--          it, ttl and meta the waiter's lease and description (for
+--          release.lua to grant it the lock), inbox the suffix of the
+--          waiter's own channel, attempt the attempt that made the last
+--          refresh (a grant names it: see release.lua)
 -- KEYS[6]  the release channel; a waiter is woken on KEYS[6]:inbox (the
 --          same hash slot), so that no other waiter hears of it
 -- (all keys in one hash slot on a Cluster)
@@ -22,6 +24,7 @@
 -- ARGV[5]  how to wake a waiter: 'PUBLISH', 'SPUBLISH' or ''
 -- ARGV[6]  the inbox of this waiter: letters and digits, no ':' (one per
 --          Locker: a Locker has at most one waiter per key)
+-- ARGV[7]  optional: this attempt's ID, letters and digits, no ':'
 --
 -- Replies:
 --   {1, token}      acquired; token is strictly greater than every token
@@ -127,7 +130,7 @@ if value then
 end
 if ARGV[4] == 'QUEUE' then
   local ttl = tonumber(ARGV[2])
-  if redis.call('HSET', KEYS[5], owner, (nowms + ttl) .. ':' .. ttl .. ':' .. (ARGV[6] or '') .. ':' .. (ARGV[3] or '')) == 1 then
+  if redis.call('HSET', KEYS[5], owner, (nowms + ttl) .. ':' .. ttl .. ':' .. (ARGV[6] or '') .. ':' .. (ARGV[7] or '') .. ':' .. (ARGV[3] or '')) == 1 then
     redis.call('RPUSH', KEYS[4], owner)
     if not head then
       head = owner

@@ -25,7 +25,7 @@ func queueKeys(t *testing.T, c *goredis.Client) QueueKeys {
 
 func queueAttempt(t *testing.T, c *goredis.Client, k QueueKeys, owner string, ttl time.Duration, join bool) AcquireReply {
 	t.Helper()
-	keys, args := QueueArgs(k, owner, Millis(ttl), "meta of "+owner, join, Publish, "inbox"+owner)
+	keys, args := QueueArgs(k, owner, Millis(ttl), "meta of "+owner, join, Publish, "inbox"+owner, "a"+owner[:1])
 	v, err := Queue.Run(context.Background(), c, keys, args...).Result()
 	if err != nil {
 		t.Fatalf("queue attempt by %s: %v", owner, err)
@@ -84,8 +84,8 @@ func tokenBy(t *testing.T, c *goredis.Client, k QueueKeys, how, owner string) ui
 		t.Fatal(err)
 	}
 	parts := strings.Split(msg.Payload, ":")
-	if len(parts) != 3 || parts[0] != owner {
-		t.Fatalf("release published %q; want %s:token:elapsed", msg.Payload, owner)
+	if len(parts) != 4 || parts[0] != owner || parts[3] != "a"+owner[:1] {
+		t.Fatalf("release published %q; want %s:token:elapsed:a%s", msg.Payload, owner, owner[:1])
 	}
 	tok := parts[1]
 	if v := c.Get(ctx, k.Lock).Val(); v != owner {
@@ -292,8 +292,8 @@ func TestGrantSetsAWholeLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	parts := strings.Split(msg.Payload, ":")
-	if len(parts) != 3 || parts[0] != a {
-		t.Fatalf("grant published %q; want %s:token:elapsed", msg.Payload, a)
+	if len(parts) != 4 || parts[0] != a || parts[3] != "aa" {
+		t.Fatalf("grant published %q; want %s:token:elapsed:aa (the attempt that made the last refresh)", msg.Payload, a)
 	}
 	elapsed, err := strconv.ParseInt(parts[2], 10, 64)
 	if err != nil {
@@ -325,7 +325,7 @@ func handoffQueue(t *testing.T, c *goredis.Client, holder string, lease time.Dur
 	}
 	deadline := now.Add(time.Minute).UnixMilli()
 	for i, m := range members {
-		entry := strconv.FormatInt(deadline, 10) + ":" + strconv.FormatInt(Millis(lease), 10) + ":inbox" + m + ":meta of " + m
+		entry := strconv.FormatInt(deadline, 10) + ":" + strconv.FormatInt(Millis(lease), 10) + ":inbox" + m + ":a" + m + ":meta of " + m
 		if err := c.HSet(ctx, k.Deadlines, m, entry).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -360,8 +360,8 @@ func TestHandoffSkipsAWaiterNobodyHears(t *testing.T) {
 		t.Fatal(err)
 	}
 	const next = "9000000000000001"
-	if parts := strings.Split(msg.Payload, ":"); len(parts) != 3 || parts[0] != "live" || parts[1] != next {
-		t.Fatalf("grant %q; want live:%s:elapsed", msg.Payload, next)
+	if parts := strings.Split(msg.Payload, ":"); len(parts) != 4 || parts[0] != "live" || parts[1] != next || parts[3] != "alive" {
+		t.Fatalf("grant %q; want live:%s:elapsed:alive (the attempt named in the entry)", msg.Payload, next)
 	}
 	if v := c.Get(ctx, k.Lock).Val(); v != "live" {
 		t.Fatalf("lock is %q; want it handed to the waiter that hears", v)
@@ -382,12 +382,41 @@ func TestHandoffSkipsAWaiterNobodyHears(t *testing.T) {
 	// A counter ahead of the floor still goes up by one.
 	keys, args = ReleaseHandoffArgs(k, "live", Publish, "released", "5")
 	c.ZAdd(ctx, k.Queue, goredis.Z{Score: 1, Member: "live2"})
-	c.HSet(ctx, k.Deadlines, "live2", strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10)+":10000:inboxlive:")
+	c.HSet(ctx, k.Deadlines, "live2", strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10)+":10000:inboxlive:a2:")
 	if !flag(t, Release.Run(ctx, c, keys, args...)) {
 		t.Fatal("release by the waiter that was handed the lock failed")
 	}
 	if v := c.Get(ctx, k.Fence).Val(); v != "9000000000000002" {
 		t.Fatalf("counter %q after a second grant; want %s + 1", v, next)
+	}
+}
+
+// An entry that names no attempt is not granted: the waiter could not
+// tell which refresh the grant's elapsed time counts from. It is woken.
+func TestHandoffWithoutAttemptOnlyWakes(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	k := handoffQueue(t, c, "h", 10*time.Second)
+	c.ZAdd(ctx, k.Queue, goredis.Z{Score: 1, Member: "w"})
+	c.HSet(ctx, k.Deadlines, "w", strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10)+":10000:inboxw:")
+	ps := c.Subscribe(ctx, InboxChannel(k.Channel, "inboxw"))
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keys, args := ReleaseHandoffArgs(k, "h", Publish, "released", "")
+	if !flag(t, Release.Run(ctx, c, keys, args...)) {
+		t.Fatal("release by the holder failed")
+	}
+	msg, err := ps.ReceiveMessage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Payload != "w h" {
+		t.Fatalf("message %q; want the wake \"w h\"", msg.Payload)
+	}
+	if n := c.Exists(ctx, k.Lock).Val(); n != 0 {
+		t.Fatalf("lock %q; want it free", c.Get(ctx, k.Lock).Val())
 	}
 }
 

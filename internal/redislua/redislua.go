@@ -106,13 +106,14 @@ func (k QueueKeys) inboxKey(keys []string) []string {
 // not granted the lock joins the queue (or refreshes its entry's deadline
 // to ttlMs from now) and is woken on InboxChannel(k.Channel, inbox);
 // publish wakes a waiter that stands first once a dead one before it was
-// dropped.
-func QueueArgs(k QueueKeys, owner string, ttlMs int64, meta string, join bool, publish, inbox string) ([]string, []any) {
+// dropped. attempt names this attempt in the entry it refreshes, and so in
+// a grant that follows it (letters and digits).
+func QueueArgs(k QueueKeys, owner string, ttlMs int64, meta string, join bool, publish, inbox, attempt string) ([]string, []any) {
 	mode := QueueTry
 	if join {
 		mode = QueueJoin
 	}
-	return []string{k.Lock, k.Fence, k.Meta, k.Queue, k.Deadlines, k.Channel}, []any{owner, ttlMs, meta, mode, publish, inbox}
+	return []string{k.Lock, k.Fence, k.Meta, k.Queue, k.Deadlines, k.Channel}, []any{owner, ttlMs, meta, mode, publish, inbox, attempt}
 }
 
 // InboxChannel is the channel a queued waiter with inbox is woken on: the

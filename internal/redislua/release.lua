@@ -44,14 +44,17 @@
 -- waiter hears of it. With GRANT, the lock is that waiter's at once: set
 -- to its owner with its description and a fencing token as queue.lua
 -- makes one, for one whole lease from now; the entry is removed, and the
--- message is "owner:token:elapsed", published on the waiter's own channel
--- (KEYS[2]:inbox, see queue.lua). elapsed is how many ms of this server's
--- clock passed between the waiter's last refresh of its entry and the
--- grant: the waiter counts its validity window from the sending of that
--- refresh plus elapsed, so that it ends before the lease set here does,
--- and not up to a refresh interval earlier than it must. Without GRANT (or with a
--- counter that is not an integer) the message is the owner, and the waiter
--- takes the lock with queue.lua. With nobody queued, ARGV[3] is published,
+-- message is "owner:token:elapsed:attempt", published on the waiter's own
+-- channel (KEYS[2]:inbox, see queue.lua). elapsed is how many ms of this
+-- server's clock passed between the waiter's last refresh of its entry and
+-- the grant, and attempt names the waiter's attempt that made that
+-- refresh (entries are "deadline:ttl:inbox:attempt:meta"): the waiter
+-- counts its validity window from the sending of that attempt plus
+-- elapsed, so that it ends before the lease set here does, and not up to
+-- a refresh interval earlier than it must; a grant naming another attempt
+-- it does not count from at all. Without GRANT (or with a counter that is
+-- not an integer, or an entry that names no attempt) the message is the
+-- owner, and the waiter takes the lock with queue.lua. With nobody queued, ARGV[3] is published,
 -- for waiters that do not queue.
 local value = redis.call('GET', KEYS[1])
 local released = value == ARGV[1]
@@ -134,7 +137,11 @@ local granting = ARGV[4] == 'GRANT' or (handoff and announce)
 -- lease from now; h leaves the queue. Returns the message to send h, or nil
 -- (the lock is not changed) when the entry or the counter is not as ours.
 local function grant(h, e)
-  local d, ttl, meta = string.match(e, '^(%d+):(%d+):[^:]*:(.*)$')
+  -- The entry names the attempt that made its last refresh, and so does
+  -- the grant: the waiter counts elapsed from that attempt's sending, and
+  -- from no other (a grant it hears late, after attempting again, must not
+  -- count from the later attempt).
+  local d, ttl, attempt, meta = string.match(e, '^(%d+):(%d+):[^:]*:([^:]*):(.*)$')
   -- The token, as queue.lua makes it: max(counter + 1, the clock, the
   -- floor).
   local clock = now[1] .. string.format('%06d', tonumber(now[2]))
@@ -159,7 +166,7 @@ local function grant(h, e)
   redis.call('HDEL', KEYS[4], h)
   -- The entry's deadline is its last refresh plus its lease.
   local elapsed = math.max(nowms - (tonumber(d) - tonumber(ttl)), 0)
-  return h .. ':' .. token .. ':' .. elapsed
+  return h .. ':' .. token .. ':' .. elapsed .. ':' .. attempt
 end
 local granted = false
 if head and granting then

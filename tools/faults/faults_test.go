@@ -122,6 +122,8 @@ func TestFaults(t *testing.T) {
 	t.Run("7a-redlock-minority-down", func(t *testing.T) { redlockMinorityDown(t, redlockB(t)) })
 	t.Run("7b-redlock-majority-down", func(t *testing.T) { redlockMajorityDown(t, redlockB(t)) })
 	t.Run("7c-redlock-restart-empty", func(t *testing.T) { redlockRestartEmpty(t, redlockB(t)) })
+	t.Run("17-waiters-paused-at-handover/redis", func(t *testing.T) { waitersPausedAtHandover(t, redisB(t)) })
+	t.Run("17-waiters-paused-at-handover/redlock", func(t *testing.T) { waitersPausedAtHandover(t, redlockB(t)) })
 	t.Run("7d-redlock-snapshot-rollback", func(t *testing.T) {
 		snapshotRollback(t, redlockB(t), "7d Redlock: every master restarted from an older snapshot during a hold",
 			[]string{"redlock-1", "redlock-2", "redlock-3", "redlock-4", "redlock-5"}, 15)

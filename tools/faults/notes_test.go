@@ -37,6 +37,16 @@ const reportNotes = `
   monotone-tokens (tokens repeated). On Redlock the cell rolls back every
   master: with only some rolled back, quorum intersection already keeps the
   tokens increasing.
+- **17** (Redis and Redlock, whose releases hand the lock to the first
+  waiter in line) pauses every waiter in line while the lock is held, so
+  the release hands the lock to a paused process. The lock comes back to
+  the others when that grant's lease runs out, and a resumed waiter, whose
+  grant is stale by then, attempts again instead of holding with it. A
+  grant names the attempt whose refresh its elapsed time counts from:
+  before that, a waiter that attempted once more on resuming, and then
+  read the late grant, counted it from that new attempt, and held the
+  lock beside the worker that had taken it meanwhile (the cell failed in
+  4 of 6 runs on Redis).
 - **14, 15** are 2 and 4 with the workers candidates of a dlock.Election
   instead of holders of a Mutex (Campaign, the term as the token,
   Resign): a leader paused past its lease is replaced, and its write with

@@ -374,6 +374,36 @@ func redlockRestartEmpty(t *testing.T, b Backend) {
 	}
 }
 
+// Scenario 17 (Redis and Redlock, whose releases hand the lock to the
+// first waiter in line): the waiters in line are paused (SIGSTOP) while the
+// lock is held, so its release hands the lock to a paused process, which
+// hears of the grant only when it resumes, after that grant's lease ran
+// out and another worker took the lock. The lock must come back to the
+// others within that lease and the liveness bound, and a resumed waiter
+// must not take a grant whose lease ended for a hold: every check passes
+// throughout.
+func waitersPausedAtHandover(t *testing.T, b Backend) {
+	r := Start(t, b, RunOptions{Workers: 3, Fenced: true, Hold: victimHold(500 * time.Millisecond)})
+	r.WaitFor(time.Minute, "the victim's read", isRead(0))
+	time.Sleep(100 * time.Millisecond) // the others stand in line
+	r.Pause(1)
+	r.Pause(2)
+	paused := Mono()
+	r.WaitFor(time.Minute, "the victim's release to a paused waiter",
+		func(e Event) bool { return e.Kind == EvRelease && e.Worker == 0 && e.Mono > paused })
+	released := Mono()
+	r.WaitFor(b.TTL+b.Liveness+time.Minute, "the victim's next acquisition",
+		func(e Event) bool { return e.Kind == EvAcquire && e.Worker == 0 && e.Mono > released })
+	time.Sleep(b.TTL) // the paused waiters' grants have run out
+	r.Resume(1)
+	r.Resume(2)
+	r.Healed()
+	resumed := Mono()
+	r.WaitFor(time.Minute, "an acquisition by a resumed waiter",
+		func(e Event) bool { return e.Kind == EvAcquire && e.Worker != 0 && e.Mono > resumed })
+	judge(t, "17 waiters in line paused as the lock is handed over", b, r.Stop(), expect{must: allChecks})
+}
+
 // Scenario 8: the consensus leader killed, and paused (SIGSTOP: it answers
 // neither peers nor clients), under load.
 func leaderFaults(t *testing.T, b Backend) {
