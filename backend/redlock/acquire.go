@@ -149,17 +149,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 	}
 
 	token, err := a.fence(ctx, timeout, won, counters)
-	if err == nil {
-		if valid := ttl - d.drift(ttl); time.Since(start) >= valid {
-			err = driver.Unavailable(fmt.Errorf("redlock: the quorum answered after %v, past the validity window of %v",
-				time.Since(start).Round(time.Millisecond), valid))
-		}
-	}
-	if err != nil {
-		a.abandon(ctx, true)
-		if cerr := ctx.Err(); cerr != nil {
-			return driver.Hold{}, cerr
-		}
+	if err = a.finish(ctx, start, err, "the quorum answered"); err != nil {
 		return driver.Hold{}, err
 	}
 	return driver.Hold{
@@ -170,6 +160,25 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 		Since: start.Add(-d.extraDrift(ttl)),
 		State: a,
 	}, nil
+}
+
+// finish checks the outcome err of a's phase 2 and a's validity window,
+// which began at since: when either failed (what says what came past the
+// window), it abandons a and returns the error, ctx's when ctx ended.
+func (a *attempt) finish(ctx context.Context, since time.Time, err error, what string) error {
+	if err == nil {
+		if valid := a.ttl - a.d.drift(a.ttl); time.Since(since) >= valid {
+			err = driver.Unavailable(fmt.Errorf("redlock: %s after %v, past the validity window of %v",
+				what, time.Since(since).Round(time.Millisecond), valid))
+		}
+	}
+	if err != nil {
+		a.abandon(ctx, true)
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+	}
+	return err
 }
 
 // parseAcquire reads one instance's answer to acquireScript.

@@ -134,9 +134,10 @@
 // to the member's inbox (its process is gone) frees the lock again (the
 // token stays spent) and hands it to the next live member. Grants from
 // fewer than a majority make no hold: a waiter that has some and no
-// majority a timeout after the first gives them back (its release of each
-// hands it to the next member in line there) and waits on as a new member
-// in the same place, with an attempt that takes the lock where it is free.
+// majority two per-instance timeouts after the first gives them back (its
+// release of each hands it to the next member in line there) and waits on
+// as a new member in the same place, with an attempt that takes the lock
+// where it is free.
 // A grant to a member whose wait has ended is handed on the same way,
 // unless that member holds the lock from grants that came first (the
 // late grant is then part of that hold: renewals and the release go to

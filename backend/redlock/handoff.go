@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -80,7 +79,9 @@ func (d *Driver) handed(inst int, g handed) {
 		return
 	}
 	if kw.grace == nil {
-		grace := d.timeout(time.Duration(kw.life.Load()))
+		// Two per-instance timeouts: the other instances' releases were
+		// sent with this one's, and each has a timeout to be answered.
+		grace := 2 * d.timeout(time.Duration(kw.life.Load()))
 		var t *time.Timer
 		t = time.AfterFunc(grace, func() {
 			d.mu.Lock()
@@ -232,17 +233,7 @@ func (d *Driver) holdFromGrants(ctx context.Context, kw *keyWatch, ttl time.Dura
 		since = now
 	}
 	token, err := a.fence(ctx, d.timeout(ttl), idx, counters)
-	if err == nil {
-		if valid := ttl - d.drift(ttl); time.Since(since) >= valid {
-			err = driver.Unavailable(fmt.Errorf("redlock: handed the lock %v after the waiter's last attempt, past the validity window of %v",
-				time.Since(since).Round(time.Millisecond), valid))
-		}
-	}
-	if err != nil {
-		a.abandon(ctx, true)
-		if cerr := ctx.Err(); cerr != nil {
-			return driver.Hold{}, cerr
-		}
+	if err = a.finish(ctx, since, err, "the grants were claimed"); err != nil {
 		return driver.Hold{}, err
 	}
 	kw.formed.Store(true)

@@ -34,7 +34,10 @@ func newHandoff(t *testing.T, ttl time.Duration) *handoffEnv {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	prefix := testPrefix()
-	raw := withParams(t, endpoint(t), "prefix", prefix)
+	// A long per-instance timeout (at most a tenth of the lease), so that a
+	// loaded machine does not turn a handover into grants given back: a
+	// waiter waits two of them after its first grant for a majority.
+	raw := withParams(t, endpoint(t), "prefix", prefix, "timeout", "1s")
 	e := &handoffEnv{ctx: ctx, prefix: prefix, key: "handoff", got: make(chan error, 1)}
 	e.admin = adminClients(t, hostsOf(t, raw))
 	var err error

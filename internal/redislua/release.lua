@@ -169,11 +169,15 @@ local function grant(h, e)
   return h .. ':' .. token .. ':' .. elapsed .. ':' .. attempt
 end
 local granted = false
-if head and granting then
+-- handOver grants the lock to head, when it can be granted.
+local function handOver()
   local m = grant(head, entry)
   if m then
     message, granted = m, true
   end
+end
+if head and granting then
+  handOver()
 end
 if released and not granted then
   redis.call('DEL', KEYS[1])
@@ -198,10 +202,7 @@ if announce then
     head, entry = live(first())
     message = head and (head .. ' ' .. ARGV[1]) or ARGV[3] or ''
     if head and handoff then
-      local m = grant(head, entry)
-      if m then
-        message, granted = m, true
-      end
+      handOver()
     end
   end
 end
