@@ -79,6 +79,6 @@ func (o options) validate(lim driver.Limits) error {
 	return nil
 }
 
-// drift is the allowance for clock drift between client and server, as in
-// the Redlock reference: 1% of the TTL plus 2ms.
-func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+// drift is the allowance for clock drift between client and server
+// (driver.DriftAllowance).
+func drift(ttl time.Duration) time.Duration { return driver.DriftAllowance(ttl) }

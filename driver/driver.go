@@ -70,6 +70,12 @@ type Request struct {
 	Meta string
 }
 
+// DriftAllowance is what the portable layer takes off every validity
+// window for clock drift between client and server, as in the Redlock
+// reference: 1% of the TTL plus 2ms. A hold's window ends at Since + TTL -
+// DriftAllowance(TTL).
+func DriftAllowance(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
 // MaxMetaLen is the longest hold metadata, in bytes.
 const MaxMetaLen = 1024
 

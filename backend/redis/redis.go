@@ -344,7 +344,8 @@ func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.H
 			// lock still this owner's, with what is left of its lease, or
 			// someone else's.
 			if token, elapsed, attempt := w.granted(); token != 0 && attempt == sinceTry {
-				if from := grantedSince(since, elapsed); time.Since(from) < validity(time.Duration(st.ttlMs)*time.Millisecond) {
+				ttl := time.Duration(st.ttlMs) * time.Millisecond
+				if from := grantedSince(since, elapsed); time.Since(from) < ttl-driver.DriftAllowance(ttl) {
 					return d.granted(ctx, st, token, from)
 				}
 			}
@@ -369,10 +370,6 @@ func grantedSince(since time.Time, elapsed time.Duration) time.Time {
 	}
 	return minTime(since.Add(credit), time.Now())
 }
-
-// validity is how long a lease of ttl lets its holder act: ttl less the
-// portable layer's clock-drift allowance (1% and 2ms).
-func validity(ttl time.Duration) time.Duration { return ttl - ttl/100 - 2*time.Millisecond }
 
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {

@@ -3,6 +3,8 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -218,16 +220,8 @@ func TestPartialGrantsAreGivenBack(t *testing.T) {
 		}
 		owners[v]++
 	}
-	if len(owners) != 1 || strings.Contains(strings.Join(keys(owners), ""), ".") {
+	if len(owners) != 1 || strings.Contains(strings.Join(slices.Collect(maps.Keys(owners)), ""), ".") {
 		t.Errorf("owners after the attempt: %v; want the waiter's one owner on every instance", owners)
 	}
 	_ = e.wait.Unlock(e.ctx)
-}
-
-func keys(m map[string]int) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }

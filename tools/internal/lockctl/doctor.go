@@ -108,7 +108,7 @@ func (d *doctor) unknown(id string, err error) {
 
 // driftAllowance is the clock drift dlock subtracts from every validity
 // window (DESIGN §1): TTL*1% + 2ms.
-func driftAllowance(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+func driftAllowance(ttl time.Duration) time.Duration { return driver.DriftAllowance(ttl) }
 
 // clockSkew checks server time against this host's: serverTime was read
 // between before and after (local wall clock), with the server clock's
