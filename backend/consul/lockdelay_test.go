@@ -42,6 +42,7 @@ func TestLockDelayAgainstAnAttemptInFlight(t *testing.T) {
 		}
 		stop := make(chan struct{})
 		done := make(chan result, spinners)
+		refused := make(chan struct{}, spinners)
 		for _, l := range lockers {
 			m, _ := l.NewMutex(key, dlock.WithTTL(MinTTL))
 			go func() {
@@ -56,6 +57,9 @@ func TestLockDelayAgainstAnAttemptInFlight(t *testing.T) {
 					if !errors.Is(r.err, dlock.ErrNotAcquired) {
 						break
 					}
+					if r.tries == 1 {
+						refused <- struct{}{}
+					}
 					select {
 					case <-stop:
 						r.err = nil
@@ -67,7 +71,18 @@ func TestLockDelayAgainstAnAttemptInFlight(t *testing.T) {
 				done <- r
 			}()
 		}
-		time.Sleep(30 * time.Millisecond) // attempts now go out back to back
+		// Every spinner has now seen the key held, so its attempts are
+		// guarded. A first attempt still in flight when the session ends
+		// is the window the driver documents as left open (as with
+		// Consul's own api.Lock): a loaded machine could start a spinner
+		// late enough to fall into it.
+		for range spinners {
+			select {
+			case <-refused:
+			case r := <-done:
+				t.Fatalf("round %d: TryLock on a held key: %v", round, r.err)
+			}
+		}
 		start := time.Now()
 		_, err := a.breakLease(ctxFor(t, 10*time.Second), key)
 		first := <-done // the first to take the key, or fail
