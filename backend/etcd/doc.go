@@ -123,19 +123,26 @@
 //
 // By default the holds (and waiters) of a Locker share one lease per TTL,
 // so that many holds cost what one does: the watchdog renews every hold
-// that falls due together with one keepalive of the shared lease, and one
-// transaction that reads the entries of up to 128 of them and confirms
-// the keepalive (driver.BatchRenewer; the keepalives are counted by
-// TestSharedLeaseOneKeepalivePerRound). One deletion watch on the Locker's
+// that falls due together with one keepalive of the shared lease,
+// confirmed by one linearizable read (driver.BatchRenewer; the keepalives
+// are counted by TestSharedLeaseOneKeepalivePerRound). The watchdog hands
+// the due holds over in batches of 1,024, run side by side, and acquires
+// that find the lease due for renewal ask for a keepalive too: whoever
+// asks while a keepalive is on its way waits for it, or for the next one
+// if it was sent before they asked, so that a round costs two keepalives
+// at most however many batches and acquires it serves
+// (TestConcurrentBatchesShareAKeepalive). When each batch sent its own,
+// one after the other, 100,000 holds at a 3s TTL outlasted their lease
+// while queued, and most of them were lost. One deletion watch on the Locker's
 // prefix reports the loss of any of its holds, so a hold costs no
 // goroutine and no watch of its own (TestManyHoldsShareOneLossWatch). That
 // watch also vouches for the other holds of a renewal round: a progress
 // request on its gRPC stream shows that it has handled every deletion up
 // to the confirming read, and a hold it still tracks was there then. A
-// round of any number of holds thus costs a keepalive, a transaction and
-// a progress request (TestSharedLeaseRoundReadsNotEveryEntry); when the
-// watch has not caught up within 500 ms, the other entries are read, 128
-// per transaction, as before.
+// round of any number of holds thus costs a keepalive, a read and a
+// progress request (TestSharedLeaseRoundReadsNotEveryEntry); when the
+// watch has not caught up within 500 ms, the entries are read, 128 per
+// transaction.
 //
 // Loss semantics of a shared lease: a shared lease that ends (revoked, or
 // expired because the client could not reach the cluster for a whole TTL)

@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -36,6 +37,27 @@ type lease struct {
 	// shared: the holds on it, each with the instant its own validity
 	// would have ended on a lease of its own (see sweep).
 	holds map[*hold]time.Time
+	// shared: the last keepalive round, in flight or over (see refresh).
+	round *keepRound
+}
+
+// keepRound is one keepalive of a shared lease and the linearizable read
+// that confirmed it (see extension), shared by every caller that asked for
+// a keepalive sent no earlier than start.
+type keepRound struct {
+	start time.Time     // taken before the keepalive was sent
+	done  chan struct{} // closed once rev and err are set
+	rev   int64         // the confirming read's revision
+	err   error
+}
+
+func (r *keepRound) over() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // track records that h is on the shared lease l, valid until until.
@@ -205,7 +227,7 @@ func (p *leasePool) getShared(ctx context.Context, ttl time.Duration) (*lease, e
 		}
 		if l != nil {
 			if since, lt := l.state(); time.Since(since) < lt*3/4 {
-				err := p.refresh(ctx, l)
+				_, err := p.refresh(ctx, l, time.Now())
 				if err == nil {
 					p.mu.Lock()
 					l.refs++
@@ -233,27 +255,69 @@ func (p *leasePool) getShared(ctx context.Context, ttl time.Duration) (*lease, e
 	}
 }
 
-// refresh keeps a shared lease alive and confirms the keepalive with a
-// linearizable read, in the lease's renewal turn (see extension).
-func (p *leasePool) refresh(ctx context.Context, l *lease) error {
+// refresh keeps the shared lease l alive with a keepalive sent no earlier
+// than after, confirmed by a linearizable read, and returns that read's
+// revision. Callers share rounds: one that finds a round started at or
+// after its own after waits for it and takes its outcome; one that finds
+// an older round still in flight waits for it to end, then starts the
+// next one or joins whoever did. However many renewal batches fall due
+// together, and however many new entries ask for a fresh lease meanwhile,
+// they cost two keepalives at most, instead of one each, queued one
+// behind the other on the lease's renewal turn: at 100,000 holds that
+// queue outlasted the lease.
+func (p *leasePool) refresh(ctx context.Context, l *lease, after time.Time) (int64, error) {
+	for {
+		l.mu.Lock()
+		r := l.round
+		if r == nil || r.over() && (r.err != nil || r.start.Before(after)) {
+			r = &keepRound{start: time.Now(), done: make(chan struct{})}
+			l.round = r
+			l.mu.Unlock()
+			r.rev, r.err = p.keepAliveConfirmed(ctx, l)
+			close(r.done)
+			return r.rev, r.err
+		}
+		l.mu.Unlock()
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		if r.start.Before(after) {
+			continue // sent too early for this caller: the next round
+		}
+		if r.err == nil {
+			return r.rev, nil
+		}
+		if !errors.Is(r.err, context.Canceled) && !errors.Is(r.err, context.DeadlineExceeded) {
+			return 0, r.err
+		}
+		// The round ended with its own caller's context: go again.
+	}
+}
+
+// keepAliveConfirmed keeps the shared lease l alive once and confirms the
+// keepalive with a linearizable read, in the lease's renewal turn (see
+// extension). It returns the read's revision.
+func (p *leasePool) keepAliveConfirmed(ctx context.Context, l *lease) (int64, error) {
 	if err := l.take(ctx); err != nil {
-		return err
+		return 0, err
 	}
 	defer l.give()
 	if err := p.keepAlive(ctx, l); err != nil {
 		if leaseGone(err) {
 			p.dead(l)
 		}
-		return err
+		return 0, err
 	}
 	resp, err := p.cli.Get(ctx, "\x00", clientv3.WithCountOnly())
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if !l.confirm(resp.Header.RaftTerm) {
-		return driver.Unavailable(errDeposed)
+		return 0, driver.Unavailable(errDeposed)
 	}
-	return nil
+	return resp.Header.Revision, nil
 }
 
 // dead forgets a shared lease found gone on the server, so that no new

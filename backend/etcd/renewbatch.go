@@ -20,24 +20,27 @@ const maxTxnOps = 128
 // are read.
 const progressWait = 500 * time.Millisecond
 
+// sweepers bounds the concurrent deletes of a sweep.
+const sweepers = 8
+
 // perHoldRenewers bounds the concurrent Renew calls of RenewBatch for
 // holds on leases of their own (Config.LeasePerHold).
 const perHoldRenewers = 16
 
 // RenewBatch renews holds that share a lease with one keepalive of that
-// lease, confirmed (see extension) by a transaction that reads the entries
-// of up to maxTxnOps holds. The other holds' entries are not read when the
-// loss watch, asked for its progress, shows that it has handled every
-// deletion up to that read's revision; otherwise they are read too, up to
-// maxTxnOps per transaction. A renewal round of 100,000 holds on one
-// shared lease thus costs one keepalive, one transaction and one progress
-// request, not 100,000 of each. Each hold is judged as Renew judges it:
-// its entry must still be there with its create revision, else it is lost
-// (ErrLockLost); a keepalive that fails or cannot be confirmed fails the
-// renewal of every hold on that lease (ErrUnavailable, tried again by the
-// watchdog until the validity window closes; ErrLockLost when the lease
-// is gone). Holds on leases of their own are renewed one by one, a few at
-// a time.
+// lease, confirmed (see extension) by a linearizable read, and shared by
+// every batch and acquire that wants the lease kept alive at the same time
+// (see leasePool.refresh). The holds' entries are not read when the loss
+// watch, asked for its progress, shows that it has handled every deletion
+// up to that read's revision; otherwise they are read, up to maxTxnOps per
+// transaction. A renewal round of 100,000 holds on one shared lease thus
+// costs a keepalive, a read and a progress request, not 100,000 of each.
+// Each hold is judged as Renew judges it: its entry must still be there
+// with its create revision, else it is lost (ErrLockLost); a keepalive that
+// fails or cannot be confirmed fails the renewal of every hold on that
+// lease (ErrUnavailable, tried again by the watchdog until the validity
+// window closes; ErrLockLost when the lease is gone). Holds on leases of
+// their own are renewed one by one, a few at a time.
 func (d *drv) RenewBatch(ctx context.Context, dhs []driver.Hold) ([]time.Duration, []error) {
 	ttls, errs := make([]time.Duration, len(dhs)), make([]error, len(dhs))
 	hs := make([]*hold, len(dhs))
@@ -87,7 +90,8 @@ func (d *drv) renewShared(ctx context.Context, l *lease, hs []*hold, idx []int, 
 	}
 	defer leave(&err)
 	gone := make([]bool, len(idx))
-	err = retry(ctx, func(ctx context.Context) error { return d.keepAliveShared(ctx, l, hs, idx, gone) })
+	after := time.Now()
+	err = retry(ctx, func(ctx context.Context) error { return d.keepAliveShared(ctx, l, after, hs, idx, gone) })
 	if leaseGone(err) {
 		d.leases.dead(l)
 	}
@@ -110,49 +114,54 @@ func (d *drv) renewShared(ctx context.Context, l *lease, hs []*hold, idx []int, 
 // validity has ended (see lease.expired) before l is kept alive again: the
 // keepalive that serves the other holds must not keep them too. Each
 // delete is guarded by the entry's create revision; the loss watch then
-// reports the hold lost, as the expiry of a lease of its own would.
+// reports the hold lost, as the expiry of a lease of its own would. The
+// deletes run in the background, a few at a time: after a stall, many
+// holds may have run out together.
 func (d *drv) sweep(l *lease) {
-	for _, h := range l.expired(time.Now()) {
-		d.dropLater(h.key, h.rev)
+	expired := l.expired(time.Now())
+	if len(expired) == 0 {
+		return
 	}
+	d.watchers.Add(1)
+	go func() {
+		defer d.watchers.Done()
+		ctx, cancel := context.WithTimeout(d.ctx, time.Minute)
+		defer cancel()
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, sweepers)
+		for _, h := range expired {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				_, _ = d.deleteEntry(ctx, &hold{key: h.key, rev: h.rev}, time.Time{})
+			}()
+		}
+		wg.Wait()
+	}()
 }
 
-// keepAliveShared is keepAliveConfirmed for many holds on one lease: one
-// keepalive, then a read of the first maxTxnOps entries, which confirms
-// it; both take the lease's renewal turn. The other holds are judged by
-// the loss watch once it has caught up with that read, or else by reads
-// of their entries, which run together. gone[k] is set for the holds whose
-// entry is gone.
-func (d *drv) keepAliveShared(ctx context.Context, l *lease, hs []*hold, idx []int, gone []bool) error {
-	if err := l.take(ctx); err != nil {
-		return err
-	}
-	if err := d.leases.keepAlive(ctx, l); err != nil {
-		l.give()
-		return err
-	}
-	first := idx[:min(maxTxnOps, len(idx))]
-	resp, err := d.readEntries(ctx, hs, first, gone)
+// keepAliveShared is keepAliveConfirmed for many holds on one lease: a
+// keepalive sent no earlier than after and the read that confirms it,
+// shared with every other renewal and acquire that wants one at the same
+// time (see leasePool.refresh). The holds are then judged by the loss
+// watch once it has caught up with that read, or else by reads of their
+// entries, up to maxTxnOps per transaction, which run together. gone[k] is
+// set for the holds whose entry is gone.
+func (d *drv) keepAliveShared(ctx context.Context, l *lease, after time.Time, hs []*hold, idx []int, gone []bool) error {
+	rev, err := d.leases.refresh(ctx, l, after)
 	if err != nil {
-		l.give()
 		return err
 	}
-	ok := l.confirm(resp.Header.RaftTerm)
-	l.give()
-	if !ok {
-		return driver.Unavailable(errDeposed)
-	}
-	if len(first) == len(idx) {
-		return nil
-	}
-	// The rest need no read when the loss watch has handled every
-	// deletion up to the confirming read: a hold it still has was there.
+	// No hold needs a read when the loss watch has handled every deletion
+	// up to the confirming read: a hold it still has was there.
 	wctx, cancel := context.WithTimeout(ctx, progressWait)
-	caught := d.loss.caughtUp(wctx, resp.Header.Revision)
+	caught := d.loss.caughtUp(wctx, rev)
 	cancel()
 	if caught {
-		for k := len(first); k < len(idx); k++ {
-			gone[k] = !d.loss.registered(hs[idx[k]])
+		for k, i := range idx {
+			gone[k] = !d.loss.registered(hs[i])
 		}
 		return nil
 	}
@@ -162,14 +171,14 @@ func (d *drv) keepAliveShared(ctx context.Context, l *lease, hs []*hold, idx []i
 		lastErr error
 	)
 	sem := make(chan struct{}, 8)
-	for start := len(first); start < len(idx); start += maxTxnOps {
+	for start := 0; start < len(idx); start += maxTxnOps {
 		part := idx[start:min(start+maxTxnOps, len(idx))]
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if _, err := d.readEntries(ctx, hs, part, gone[start:]); err != nil {
+			if err := d.readEntries(ctx, hs, part, gone[start:]); err != nil {
 				mu.Lock()
 				lastErr = err
 				mu.Unlock()
@@ -182,18 +191,18 @@ func (d *drv) keepAliveShared(ctx context.Context, l *lease, hs []*hold, idx []i
 
 // readEntries reads the entries of the holds part in one transaction and
 // sets gone[k] for each whose entry is not there with its create revision.
-func (d *drv) readEntries(ctx context.Context, hs []*hold, part []int, gone []bool) (*clientv3.TxnResponse, error) {
+func (d *drv) readEntries(ctx context.Context, hs []*hold, part []int, gone []bool) error {
 	ops := make([]clientv3.Op, len(part))
 	for k, i := range part {
 		ops[k] = clientv3.OpGet(hs[i].key, clientv3.WithKeysOnly())
 	}
 	resp, err := d.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for k, i := range part {
 		kvs := resp.Responses[k].GetResponseRange().Kvs
 		gone[k] = len(kvs) == 0 || kvs[0].CreateRevision != hs[i].rev
 	}
-	return resp, nil
+	return nil
 }
