@@ -145,14 +145,19 @@ func (d *drv) sweep(l *lease) {
 // keepAliveShared is keepAliveConfirmed for many holds on one lease: a
 // keepalive sent no earlier than after and the read that confirms it,
 // shared with every other renewal and acquire that wants one at the same
-// time (see leasePool.refresh). The holds are then judged by the loss
-// watch once it has caught up with that read, or else by reads of their
-// entries, up to maxTxnOps per transaction, which run together. gone[k] is
-// set for the holds whose entry is gone.
+// time (see leasePool.refresh). Up to maxTxnOps holds are then judged by
+// one read of their entries; more, by the loss watch once it has caught up
+// with the confirming read, or else by reads of their entries, maxTxnOps
+// per transaction, which run together. gone[k] is set for the holds whose
+// entry is gone.
 func (d *drv) keepAliveShared(ctx context.Context, l *lease, after time.Time, hs []*hold, idx []int, gone []bool) error {
 	rev, err := d.leases.refresh(ctx, l, after)
 	if err != nil {
 		return err
+	}
+	if len(idx) <= maxTxnOps {
+		// One read does: no need to wait for the loss watch.
+		return d.readEntries(ctx, hs, idx, gone)
 	}
 	// No hold needs a read when the loss watch has handled every deletion
 	// up to the confirming read: a hold it still has was there.
