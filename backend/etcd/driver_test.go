@@ -10,12 +10,17 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testenv"
 )
 
-func testDriver(t *testing.T) *drv {
+func testDriver(t *testing.T) *drv { return testDriverWith(t) }
+
+// testDriverWith is testDriver on a client with opts added to its dial
+// options.
+func testDriverWith(t *testing.T, opts ...grpc.DialOption) *drv {
 	t.Helper()
 	u, err := url.Parse(testenv.Endpoint(t, "DLOCK_ETCD_URL"))
 	if err != nil {
@@ -25,6 +30,7 @@ func testDriver(t *testing.T) *drv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.DialOptions = append(cfg.DialOptions, opts...)
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		t.Fatal(err)

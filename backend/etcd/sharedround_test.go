@@ -3,52 +3,29 @@ package etcd
 import (
 	"context"
 	"errors"
-	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/testenv"
 )
 
 // countingDriver is testDriver on a client that counts the keepalives it
 // sends.
 func countingDriver(t *testing.T) (*drv, *atomic.Int64) {
 	t.Helper()
-	u, err := url.Parse(testenv.Endpoint(t, "DLOCK_ETCD_URL"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, _, err := parseURL(u)
-	if err != nil {
-		t.Fatal(err)
-	}
 	kas := new(atomic.Int64)
-	cfg.DialOptions = append(cfg.DialOptions,
-		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
-			streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-			if method == "/etcdserverpb.Lease/LeaseKeepAlive" {
-				kas.Add(1)
-			}
-			return streamer(ctx, desc, cc, method, opts...)
-		}))
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := newDriver(cli, Config{Prefix: "dlock-test/" + owner()[:12]}, true)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, _ = cli.Delete(ctx, d.prefix, clientv3.WithPrefix())
-		_ = d.Close()
-	})
+	d := testDriverWith(t, grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
+		streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		if method == "/etcdserverpb.Lease/LeaseKeepAlive" {
+			kas.Add(1)
+		}
+		return streamer(ctx, desc, cc, method, opts...)
+	}))
 	return d, kas
 }
 
