@@ -286,7 +286,8 @@ func renewalUnit(sys string) string {
 	case sysRedlock:
 		return ", each a check-and-extend on each of 5 servers"
 	case "dlock file://":
-		return ", each a locked read of the key's file's head and a write of its expires digits"
+		return ", each seven system calls on the key's file (open, flock, fstat, a stat of its name, a read of its head, " +
+			"a write of its expires digits, close), none of which can be shared between holds"
 	default:
 		return ""
 	}
