@@ -181,3 +181,24 @@ func TestFillContended(t *testing.T) {
 		t.Errorf("handoff p99 %v ms, want 0.00001", r.HandoffP99)
 	}
 }
+
+// TestContendedReportsWhyAWorkerFailed makes every worker fail its warm-up
+// (its lock directory cannot be made: a file stands in the way). A worker
+// that failed has exited before its start line is written, so the write
+// fails too; the result must give the worker's own reason, not the write's.
+func TestContendedReportsWhyAWorkerFailed(t *testing.T) {
+	blocker := t.TempDir() + "/not-a-dir"
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := tiny(Endpoints{File: "file://" + blocker + "/locks"})
+	cfg.Scenarios, cfg.Lockers = []string{ScenContended}, []int{8}
+	rs := Run(testenv.Context(t, time.Minute), cfg)
+	if len(rs) != 1 {
+		t.Fatalf("want one result, got %+v", rs)
+	}
+	e := rs[0].Error
+	if !strings.HasPrefix(e, "worker ") || !(strings.Contains(e, "open: ") || strings.Contains(e, "warm-up: ")) {
+		t.Fatalf("workers that cannot make their lock directory: want the worker's open or warm-up error, got %q", e)
+	}
+}

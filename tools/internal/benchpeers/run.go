@@ -394,13 +394,19 @@ func runContended(ctx context.Context, cfg Config, s system, n int) Result {
 	until := from.Add(cfg.Duration)
 	var total int64
 	countWindow(ctx, cnt, &r, func() {
-		for _, w := range ws {
-			if err := w.start(from, until); err != nil {
-				r.Error = "start: " + err.Error()
-			}
+		startErrs := make([]error, len(ws))
+		for i, w := range ws {
+			startErrs[i] = w.start(from, until)
 		}
-		for _, w := range ws {
-			results = append(results, <-w.result)
+		for i, w := range ws {
+			wr := <-w.result
+			// A worker that failed before its window (its open or
+			// warm-up) has exited, so its start line found the pipe
+			// closed: the reason is in its result, not in the write.
+			if startErrs[i] != nil && wr.Error == "" {
+				wr.Error = "start: " + startErrs[i].Error()
+			}
+			results = append(results, wr)
 		}
 		for _, wr := range results {
 			total += int64(len(wr.Acquisitions))
