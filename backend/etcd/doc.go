@@ -43,8 +43,10 @@
 //   - Release deletes the entry only if its create revision is still the
 //     holder's, so a late or retried release never frees a later hold.
 //   - Done closes when the lease is revoked or the entry deleted, through
-//     the Locker's deletion watch: within milliseconds; and before the
-//     lease can expire when renewals fail (dlock's watchdog). A shared
+//     the Locker's deletion watch: within milliseconds once the hold has
+//     lasted 20ms (the watch runs only while such a hold exists; one
+//     released sooner learns of the deletion from its Unlock); and before
+//     the lease can expire when renewals fail (dlock's watchdog). A shared
 //     lease that ends ends every hold on it (see Leases).
 //   - A waiter whose lease ends while it is queued (the client could not
 //     reach the cluster for a whole TTL, or the lease was revoked) stops
@@ -241,8 +243,14 @@
 // A waiter watches its own entry only after 20ms, from the entry's create
 // revision, so that it misses nothing; short waits skip a watch that costs
 // the server about as much as the lock itself. A granted hold is watched by
-// the Locker's one deletion watch; one granted after a wait that began
-// before that watch started is read once to catch a deletion in between. A
+// the Locker's one deletion watch, which, covering the whole prefix,
+// receives every other Locker's releases too: it starts only once a hold
+// has lasted 20ms, from the oldest hold's create revision (so it misses
+// none of their deletions), and stops a second after the last hold ended
+// (TestLossWatchRunsOnlyWhileHoldsNeedIt). Kept from the first hold to
+// Close, it cost 32 worker processes contending for one key half their
+// acquisitions per second. A hold granted after a wait that began before
+// the running watch started is read once to catch a deletion in between. A
 // waiter's
 // watch on its predecessor is kept for a second after the wait: under
 // contention the next wait is mostly behind an entry of the same name (the

@@ -12,8 +12,20 @@ import (
 // lossWatch is the one watch through which a Locker learns that the entry
 // of any of its holds was deleted by someone other than its Release (lease
 // expiry or revocation, an operator's delete): a single deletion watch on
-// the Locker's prefix, not one watch and goroutine per hold. It starts
-// with the first hold and runs until Close.
+// the Locker's prefix, not one watch and goroutine per hold.
+//
+// The watch runs only while a hold needs it. It starts once a hold has
+// been held for lazyWatch, from the create revision of the oldest hold
+// registered, so that it reports every deletion of their entries, those
+// before it existed included; and it stops once no hold has been
+// registered for lossLinger. A watch on the prefix receives the deletion
+// of every entry under it, every other Locker's releases included: kept
+// for ever, it cost each of N processes contending for a key an event per
+// handoff, N per acquisition on the server (32 worker processes reached
+// half the acquisitions per second without it). Short holds now never
+// start it: a hold released within lazyWatch learns of a deletion from its
+// Release instead (ErrNotHeld), as it would have had the deletion come a
+// moment later.
 //
 // A broken watch (compaction, no leader) is replaced after one read of the
 // prefix: every registered hold whose entry that read does not show is
@@ -28,7 +40,11 @@ type lossWatch struct {
 
 	mu      sync.Mutex
 	holds   map[string]*hold // by entry key
-	started bool
+	started bool             // a run goroutine watches (or is about to)
+	armed   bool             // a lazy start is pending (startLater)
+	idling  bool             // an idle stop is pending (stopLater)
+	stopped bool             // the current watch was cancelled for idleness
+	cancel  context.CancelFunc
 	from    int64 // the watch reports every deletion from this revision on; 0 until it runs
 	// progress is a revision up to which every deletion has been handled
 	// (a progress notification, or a resync's read); moved is closed and
@@ -36,6 +52,9 @@ type lossWatch struct {
 	progress int64
 	moved    chan struct{}
 }
+
+// lossLinger is how long the loss watch outlives the last hold it covers.
+const lossLinger = time.Second
 
 func newLossWatch(d *drv) *lossWatch {
 	return &lossWatch{d: d, holds: map[string]*hold{}, moved: make(chan struct{})}
@@ -99,25 +118,64 @@ func (w *lossWatch) registered(h *hold) bool {
 	return w.holds[h.key] == h
 }
 
-// add registers h. An entry created before the watch's start revision
-// (a waiter's, granted after the watch began) is checked once by a read:
-// a deletion between its creation and the watch's start would otherwise
-// go unseen.
+// add registers h. The watch starts lazyWatch later if it is not running.
+// An entry created before the running watch's start revision (a waiter's,
+// granted after the watch began) is checked once by a read: a deletion
+// between its creation and the watch's start would otherwise go unseen.
 func (w *lossWatch) add(h *hold) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.holds[h.key] = h
 	if !w.started {
-		w.started = true
-		w.from = h.rev + 1
-		w.d.watchers.Add(1)
-		go w.run(w.from)
+		if !w.armed {
+			w.armed = true
+			w.d.watchers.Add(1)
+			go w.startLater()
+		}
 		return
 	}
-	if h.rev+1 < w.from {
+	if h.rev+1 < w.from && !w.stopped {
 		w.d.watchers.Add(1)
 		go w.check(h)
 	}
+}
+
+// startLater starts the watch lazyWatch after a hold was registered while
+// none ran, if a hold is still registered then.
+func (w *lossWatch) startLater() {
+	defer w.d.watchers.Done()
+	t := time.NewTimer(lazyWatch)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-w.d.ctx.Done():
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.armed = false
+	if w.started || len(w.holds) == 0 || w.d.ctx.Err() != nil {
+		return
+	}
+	w.started = true
+	from := w.restartFrom()
+	w.d.watchers.Add(1)
+	go w.run(from)
+}
+
+// restartFrom sets the revision a new watch starts from: the oldest
+// registered hold's creation, so that the watch reports every deletion of
+// the entries it covers. Nothing after it has been handled yet. w.mu held,
+// with a hold registered.
+func (w *lossWatch) restartFrom() int64 {
+	from := int64(0)
+	for _, h := range w.holds {
+		if from == 0 || h.rev+1 < from {
+			from = h.rev + 1
+		}
+	}
+	w.from = from
+	w.progress = min(w.progress, from-1)
+	return from
 }
 
 // remove unregisters h (released).
@@ -125,8 +183,32 @@ func (w *lossWatch) remove(h *hold) {
 	w.mu.Lock()
 	if w.holds[h.key] == h {
 		delete(w.holds, h.key)
+		w.idleLater()
 	}
 	w.mu.Unlock()
+}
+
+// idleLater schedules a stop of the watch when no hold is registered.
+// w.mu held.
+func (w *lossWatch) idleLater() {
+	if len(w.holds) > 0 || !w.started || w.idling {
+		return
+	}
+	w.idling = true
+	time.AfterFunc(lossLinger, w.stopIfIdle)
+}
+
+// stopIfIdle cancels the watch if no hold has been registered since
+// idleLater (or one came and went: it checks the state, not the history).
+func (w *lossWatch) stopIfIdle() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.idling = false
+	if len(w.holds) > 0 || !w.started || w.stopped || w.cancel == nil {
+		return
+	}
+	w.stopped = true
+	w.cancel()
 }
 
 // deleted marks the hold of key lost if the deletion at rev is of its
@@ -136,6 +218,7 @@ func (w *lossWatch) deleted(key string, rev int64) {
 	h := w.holds[key]
 	if h != nil && rev > h.rev {
 		delete(w.holds, key)
+		w.idleLater()
 	} else {
 		h = nil
 	}
@@ -174,11 +257,15 @@ func (w *lossWatch) check(h *hold) {
 }
 
 // run watches the prefix for deletions from revision from on, replacing
-// the watch when it breaks, until Close.
+// the watch when it breaks, until Close or until it is stopped for
+// idleness with no hold registered.
 func (w *lossWatch) run(from int64) {
 	defer w.d.watchers.Done()
 	for {
 		ctx, cancel := context.WithCancel(w.d.lossCtx)
+		w.mu.Lock()
+		w.cancel = cancel
+		w.mu.Unlock()
 		ch := w.d.cli.Watch(ctx, w.d.prefix, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithRev(from))
 		for wr := range ch {
 			if wr.Err() != nil {
@@ -197,6 +284,21 @@ func (w *lossWatch) run(from int64) {
 		if w.d.ctx.Err() != nil {
 			return
 		}
+		w.mu.Lock()
+		if w.stopped {
+			w.stopped, w.cancel = false, nil
+			if len(w.holds) == 0 {
+				w.started = false
+				w.mu.Unlock()
+				return
+			}
+			// Holds came while the watch was being stopped: watch
+			// again, from the oldest one's creation.
+			from = w.restartFrom()
+			w.mu.Unlock()
+			continue
+		}
+		w.mu.Unlock()
 		rev, ok := w.resync()
 		if !ok {
 			return
