@@ -82,13 +82,13 @@ end
 local headDeadline, headEntry
 local pruned = false
 while head do
-  local d = redis.pcall('HGET', KEYS[5], head)
-  if type(d) == 'table' then
+  local e = redis.pcall('HGET', KEYS[5], head)
+  if type(e) == 'table' then
     return notalock(KEYS[5], 'a lock queue')
   end
-  d = d and tonumber(string.match(d, '^%d+'))
+  local d = e and tonumber(string.match(e, '^%d+'))
   if d and d > nowms then
-    headDeadline, headEntry = d, redis.call('HGET', KEYS[5], head)
+    headDeadline, headEntry = d, e
     break
   end
   redis.call('LPOP', KEYS[4])
