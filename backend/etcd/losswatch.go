@@ -42,7 +42,7 @@ type lossWatch struct {
 	holds   map[string]*hold // by entry key
 	started bool             // a run goroutine watches (or is about to)
 	armed   bool             // a lazy start is pending (startLater)
-	idling  bool             // an idle stop is pending (stopLater)
+	idling  *time.Timer      // a pending idle stop (stopIfIdle), nil when none
 	stopped bool             // the current watch was cancelled for idleness
 	cancel  context.CancelFunc
 	from    int64 // the watch reports every deletion from this revision on; 0 until it runs
@@ -191,11 +191,10 @@ func (w *lossWatch) remove(h *hold) {
 // idleLater schedules a stop of the watch when no hold is registered.
 // w.mu held.
 func (w *lossWatch) idleLater() {
-	if len(w.holds) > 0 || !w.started || w.idling {
+	if len(w.holds) > 0 || !w.started || w.idling != nil {
 		return
 	}
-	w.idling = true
-	time.AfterFunc(lossLinger, w.stopIfIdle)
+	w.idling = time.AfterFunc(lossLinger, w.stopIfIdle)
 }
 
 // stopIfIdle cancels the watch if no hold has been registered since
@@ -203,7 +202,7 @@ func (w *lossWatch) idleLater() {
 func (w *lossWatch) stopIfIdle() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.idling = false
+	w.idling = nil
 	if len(w.holds) > 0 || !w.started || w.stopped || w.cancel == nil {
 		return
 	}
@@ -282,6 +281,12 @@ func (w *lossWatch) run(from int64) {
 		}
 		cancel()
 		if w.d.ctx.Err() != nil {
+			w.mu.Lock()
+			if w.idling != nil {
+				w.idling.Stop() // Close: no stop is needed
+				w.idling = nil
+			}
+			w.mu.Unlock()
 			return
 		}
 		w.mu.Lock()
