@@ -269,19 +269,19 @@
 // running):
 //
 //	workers  system            acq/s  wait p99  handoff p99  max/min  cmds/acq  µs/acq  CPU µs/acq  RT/acq
-//	2        bare SET NX spin  804      0.2 ms    5.01 ms     964/613  4.1       13.1    53.9        2.12
-//	2        dlock redis://    772      1.6 ms    0.37 ms     772/772  21.0      69.5    113.3       2.00
-//	8        bare SET NX spin  797    256.9 ms    9.54 ms     298/92   4.9       14.2    71.7        2.86
-//	8        dlock redis://    768     11.1 ms    0.46 ms     193/192  23.0      71.1    113.7       2.02
-//	32       bare SET NX spin  779    556.1 ms    4.33 ms     102/17   7.8       19.4    143.6       5.84
-//	32       dlock redis://    758     45.2 ms    0.52 ms     48/47    23.1      76.8    118.8       2.06
+//	2        bare SET NX spin  752      1.8 ms    5.07 ms     791/701  4.1       18.8    91.2        2.13
+//	2        dlock redis://    692      2.1 ms    0.71 ms     692/691  21.0      103.6   197.3       2.00
+//	8        bare SET NX spin  738    227.8 ms    7.91 ms     251/123  4.9       21.9    124.6       2.91
+//	8        dlock redis://    674     13.7 ms    1.02 ms     169/167  22.0      104.1   179.9       2.02
+//	32       bare SET NX spin  686    486.8 ms    3.23 ms     74/18    8.3       27.9    253.6       6.25
+//	32       dlock redis://    654     60.4 ms    1.48 ms     42/40    22.1      110.9   194.4       2.07
 //
 // cmds/acq counts every command INFO commandstats reports, the scripts'
 // inner commands included, and µs/acq sums their usec (a script's usec
 // already includes its inner commands', so scripts are counted about a
 // third too high, and a preempted server counts its wait); CPU µs/acq is
 // the server main thread's CPU time (INFO cpu), networking and pub/sub
-// included: 1.6x the bare lock's with 8 workers. Waiters queue on the
+// included: 1.4x the bare lock's with 8 workers. Waiters queue on the
 // server, so commands per acquisition stay flat from 2 to 32 waiting Lockers (before the queue:
 // 15.7, 40.6 and 108 in BENCHMARKS.md, each release waking every Locker),
 // and so do round trips (two: the refused attempt that queues, and the
@@ -289,7 +289,7 @@
 // process gets its turn (fairness 1.0). The handoff and wait tails are
 // the machine's: a FIFO handoff waits for one given process to be
 // scheduled, where a spin lock takes whichever runs; with 8 waiters the
-// wait is about eight cycles, and on this machine a cycle took 1.3 ms
-// (1.7 ms in an earlier run), not 1. TestQueueCommandsPerAcquisitionFlat
+// wait is about eight cycles, and on this machine a cycle took 1.5 ms
+// (1.3 to 1.7 ms in earlier runs), not 1. TestQueueCommandsPerAcquisitionFlat
 // checks the flat commands per acquisition on a server of its own.
 package redis
