@@ -311,6 +311,7 @@ func (w *lossWatch) run(from int64) {
 		from = rev + 1
 		w.mu.Lock()
 		w.from = from
+		w.idleLater() // the holds may all have ended while it was broken
 		w.mu.Unlock()
 	}
 }
