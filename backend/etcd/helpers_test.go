@@ -125,6 +125,24 @@ func (e *env) mustLocker(t testing.TB, opts ...dlock.Option) dlock.Locker {
 	return l
 }
 
+// lockerOn is a Locker under e's prefix (one shared lease, whatever
+// e.perHold says) on a client of its own made from cfg, a counting client
+// say; both are closed when t ends.
+func (e *env) lockerOn(t testing.TB, cfg clientv3.Config, opts ...dlock.Option) dlock.Locker {
+	t.Helper()
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatalf("clientv3.New: %v", err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	l, err := etcd.New(cli, etcd.Config{Prefix: e.prefix}, opts...)
+	if err != nil {
+		t.Fatalf("etcd.New: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
 // holder returns the entry at the head of key's queue.
 func (e *env) holder(ctx context.Context, key string) (*clientv3.GetResponse, error) {
 	return e.admin.Get(ctx, etcd.QueuePrefix(e.prefix, key), clientv3.WithFirstCreate()...)

@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/backend/etcd"
 )
 
 // lockMany locks n keys through l, 16 at a time.
@@ -134,16 +133,7 @@ func TestSharedLeaseOneKeepalivePerRound(t *testing.T) {
 // counter grew over the two rounds.
 func twoRenewalRounds(t *testing.T, e *env, cfg clientv3.Config, n int, prefix string, counter *atomic.Int64) ([]dlock.Mutex, int64) {
 	t.Helper()
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	l, err := etcd.New(cli, etcd.Config{Prefix: e.prefix}, dlock.WithTTL(3*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
+	l := e.lockerOn(t, cfg, dlock.WithTTL(3*time.Second))
 	ms := lockMany(t, l, n, prefix)
 	first := make([]time.Time, n)
 	for i, m := range ms {

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/backend/etcd"
 )
 
 // deleteEventCounter returns a client config whose watch streams count the
@@ -61,16 +60,7 @@ func TestLossWatchRunsOnlyWhileHoldsNeedIt(t *testing.T) {
 	e := newEnv(t, "DLOCK_ETCD_URL")
 	ctx := context.Background()
 	cfg, deletes := deleteEventCounter(e)
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	a, err := etcd.New(cli, etcd.Config{Prefix: e.prefix}, dlock.WithTTL(30*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Close() })
+	a := e.lockerOn(t, cfg, dlock.WithTTL(30*time.Second))
 	b := e.mustLocker(t)
 	cycles := func(n int) {
 		t.Helper()

@@ -7,11 +7,9 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/backend/etcd"
 )
 
 // renewWatch counts, from the client's side of the wire, keepalives that
@@ -75,16 +73,7 @@ func TestRenewalsOfOneHoldTakeTurns(t *testing.T) {
 			}
 			return err
 		}))
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	l, err := etcd.New(cli, etcd.Config{Prefix: e.prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := e.lockerOn(t, cfg)
 	// No watchdog: the test's own goroutines are the two renewers.
 	m, err := l.NewMutex("renew-turns", dlock.WithTTL(5*time.Second), dlock.WithAutoRenew(false))
 	if err != nil {
