@@ -26,11 +26,19 @@ const maxBatches = 4
 // the instance longer than a per-instance timeout to answer.
 const maxPipeline = 256
 
+// flusherLinger is how long a flushing goroutine with nothing to send
+// waits for the next request before it exits. A flusher that goes on to
+// the next request keeps the stack it grew inside go-redis; one started
+// per request grew it again every time, which cost the client a tenth of
+// its CPU on an uncontended Lock+Unlock loop.
+const flusherLinger = time.Second
+
 // batcher multiplexes the requests of concurrent callers to one instance
 // into pipelines, as the Redlock algorithm asks ("multiplexing"): a burst of
 // a thousand acquires costs a few round trips per instance, not a thousand
 // round trips through a pool of a few connections. Flushing goroutines
-// start on demand and exit when the queue is empty.
+// start on demand, wait flusherLinger for more work when the queue is
+// empty, and exit then, or when the Driver closes.
 //
 // The per-instance timeout runs from the moment a request is sent, so that
 // a busy client does not mistake its own queue for a slow instance; a
@@ -47,6 +55,8 @@ type batcher struct {
 	queue    []*call // acquires, releases, reads: sent first
 	bulk     []*call // renewals: sent when no other request waits
 	flushers int
+	parked   int                   // flushers waiting for work, each woken by one value sent on wake
+	wake     chan struct{}         // capacity maxBatches; made by submit
 	inflight [maxBatches]time.Time // send time of each flusher's pipeline, busy when it has none, zero when no flusher
 	idle     chan struct{}         // when not nil, closed once no flusher runs
 
@@ -174,7 +184,15 @@ func (b *batcher) submit(req request, timeout time.Duration, g *group) *call {
 	b.mu.Lock()
 	b.enqueue(c)
 	slot := -1
-	if b.flushers < maxBatches {
+	if b.parked > 0 {
+		// Never blocks: one value per parked flusher, and wake holds
+		// maxBatches.
+		b.parked--
+		b.wake <- struct{}{}
+	} else if b.flushers < maxBatches {
+		if b.wake == nil {
+			b.wake = make(chan struct{}, maxBatches)
+		}
 		b.flushers++
 		for i, t := range b.inflight {
 			if t.IsZero() {
@@ -209,7 +227,9 @@ func (b *batcher) expired(c *call, submitted, now time.Time) (bool, time.Time) {
 	return false, now.Add(max(c.timeout/8, time.Millisecond))
 }
 
-// drain waits until no request is queued or in flight, or until deadline.
+// drain waits until no request is queued or in flight and every flusher
+// has exited, or until deadline. Parked flushers exit only once b.life has
+// ended: Close ends it first.
 func (b *batcher) drain(deadline time.Time) {
 	b.mu.Lock()
 	if b.flushers == 0 {
@@ -242,11 +262,27 @@ func (b *batcher) stalled(now time.Time, timeout time.Duration) bool {
 	return false
 }
 
+// flush sends pipelines while there are requests, then parks (see park).
+// It holds its slot of inflight until it exits.
 func (b *batcher) flush(slot int) {
+	var linger *time.Timer
+	defer func() {
+		if linger != nil {
+			linger.Stop()
+		}
+	}()
+	b.mu.Lock()
 	for {
-		b.mu.Lock()
 		batch := b.take()
 		if len(batch) == 0 {
+			if linger == nil {
+				linger = time.NewTimer(flusherLinger)
+			} else {
+				linger.Reset(flusherLinger)
+			}
+			if b.park(linger) {
+				continue
+			}
 			b.flushers--
 			b.inflight[slot] = time.Time{}
 			if b.flushers == 0 && b.idle != nil {
@@ -262,7 +298,40 @@ func (b *batcher) flush(slot int) {
 		b.exec(batch, now)
 		b.mu.Lock()
 		b.inflight[slot] = busy
-		b.mu.Unlock()
+	}
+}
+
+// park waits, with b.mu held on entry and on return, for a request to be
+// submitted, for linger to fire, or for the Driver to close. It reports
+// whether a request came: a submit that finds a parked flusher wakes it
+// rather than starting another. A closing Driver's flushers do not park,
+// so that Close finds them gone once the requests on their way are done.
+func (b *batcher) park(linger *time.Timer) bool {
+	if b.life != nil && b.life.Err() != nil {
+		return false
+	}
+	var done <-chan struct{}
+	if b.life != nil {
+		done = b.life.Done()
+	}
+	b.parked++
+	b.mu.Unlock()
+	select {
+	case <-b.wake: // the submitter took us off parked
+		b.mu.Lock()
+		return true
+	case <-linger.C:
+	case <-done:
+	}
+	b.mu.Lock()
+	select {
+	case <-b.wake:
+		// A submit chose a parked flusher as the timer fired: it may as
+		// well be this one.
+		return true
+	default:
+		b.parked--
+		return false
 	}
 }
 
