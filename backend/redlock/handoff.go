@@ -184,8 +184,8 @@ func (d *Driver) claimGrants(ctx context.Context, kw *keyWatch, ttl time.Duratio
 	if len(back) > 0 {
 		// Wait on as a new member, in the same place in line.
 		delete(d.members, old)
-		d.forget(kw)
-		d.ended[old] = endedMember{key: kw.key, until: time.Now().Add(time.Duration(kw.life.Load()))}
+		kw.stopGrace()
+		d.remember(old, endedMember{key: kw.key, until: time.Now().Add(time.Duration(kw.life.Load()))})
 		d.seq++
 		kw.member = d.inbox + "." + strconv.FormatUint(d.seq, 36)
 		d.members[kw.member] = kw

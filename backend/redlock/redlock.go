@@ -109,7 +109,11 @@ type Driver struct {
 	waiting  map[string]*keyWatch
 	members  map[string]*keyWatch
 	ended    map[string]endedMember // members whose wait ended (see route)
-	seq      uint64
+	// endedOrder is the order in which ended's members were remembered,
+	// oldest first, each with its remember's number (see remember).
+	endedOrder []endedRef
+	endedN     uint64
+	seq        uint64
 }
 
 var _ driver.Locker = (*Driver)(nil)
