@@ -269,19 +269,19 @@
 // running):
 //
 //	workers  system            acq/s  wait p99  handoff p99  max/min  cmds/acq  µs/acq  CPU µs/acq  RT/acq
-//	2        bare SET NX spin  752      1.8 ms    5.07 ms     791/701  4.1       18.8    91.2        2.13
-//	2        dlock redis://    692      2.1 ms    0.71 ms     692/691  21.0      103.6   197.3       2.00
-//	8        bare SET NX spin  738    227.8 ms    7.91 ms     251/123  4.9       21.9    124.6       2.91
-//	8        dlock redis://    674     13.7 ms    1.02 ms     169/167  22.0      104.1   179.9       2.02
-//	32       bare SET NX spin  686    486.8 ms    3.23 ms     74/18    8.3       27.9    253.6       6.25
-//	32       dlock redis://    654     60.4 ms    1.48 ms     42/40    22.1      110.9   194.4       2.07
+//	2        bare SET NX spin  756     10.5 ms    4.83 ms     866/656  4.1       15.1    87.1        2.13
+//	2        dlock redis://    711      2.3 ms    0.67 ms     712/710  21.0      91.3    173.2       2.00
+//	8        bare SET NX spin  750    249.3 ms    9.48 ms     301/77   4.9       19.5    120.9       2.90
+//	8        dlock redis://    646     15.1 ms    1.14 ms     163/161  22.0      119.2   202.3       2.02
+//	32       bare SET NX spin  701    456.0 ms    3.70 ms     70/15    8.2       24.8    253.1       6.18
+//	32       dlock redis://    643     64.1 ms    1.17 ms     42/40    22.2      122.0   202.5       2.07
 //
 // cmds/acq counts every command INFO commandstats reports, the scripts'
 // inner commands included, and µs/acq sums their usec (a script's usec
 // already includes its inner commands', so scripts are counted about a
 // third too high, and a preempted server counts its wait); CPU µs/acq is
 // the server main thread's CPU time (INFO cpu), networking and pub/sub
-// included: 1.4x the bare lock's with 8 workers. Waiters queue on the
+// included: 1.7x the bare lock's with 8 workers (1.4x in the run before). Waiters queue on the
 // server, so commands per acquisition stay flat from 2 to 32 waiting Lockers (before the queue:
 // 15.7, 40.6 and 108 in BENCHMARKS.md, each release waking every Locker),
 // and so do round trips (two: the refused attempt that queues, and the
