@@ -174,7 +174,7 @@ func sentinelFailover(t *testing.T) {
 				if err := l.Start(ctx(t), primary.Name); err != nil {
 					t.Fatal(err)
 				}
-				waitReplicaOnline(t, replica, primary)
+				waitSettled(t, tp, replica, primary)
 			}
 			r.Healed()
 			heal := Mono()
@@ -208,14 +208,7 @@ func sentinelFailover(t *testing.T) {
 func waitPromoted(t *testing.T, tp topology.Topology, n topology.Node) time.Duration {
 	t.Helper()
 	start := time.Now()
-	var sentinels []*goredis.SentinelClient
-	for _, s := range tp.Nodes {
-		if tp.IsSentinel(s) {
-			sc := goredis.NewSentinelClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1})
-			t.Cleanup(func() { _ = sc.Close() })
-			sentinels = append(sentinels, sc)
-		}
-	}
+	sentinels := sentinelClients(t, tp)
 	nc := redisAdmin(t, n.Addr())
 	port := strconv.Itoa(n.Port(topology.Client))
 	for time.Since(start) < time.Minute {
@@ -235,37 +228,83 @@ func waitPromoted(t *testing.T, tp topology.Topology, n topology.Node) time.Dura
 	return 0
 }
 
-// waitReplicaOnline waits until the primary n has a replica in sync.
-// waitReplicaOnline waits until n has a replica online: old, the primary
-// it replaced, restarted, which the Sentinels make replicate n. If they
-// have not within half a minute, the replication is set as an operator
-// would (REPLICAOF), so that the cell goes on judging the lock, not how
-// soon the Sentinels convert a returning primary.
-func waitReplicaOnline(t *testing.T, n, old topology.Node) {
+// sentinelClients are clients of tp's Sentinels, closed when the test ends.
+func sentinelClients(t *testing.T, tp topology.Topology) []*goredis.SentinelClient {
 	t.Helper()
-	c := redisAdmin(t, n.Addr())
-	online := func(d time.Duration) bool {
-		for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			info := parseInfoLines(c.Info(ctx(t), "replication").Val())
-			if info["connected_slaves"] == "1" && strings.Contains(info["slave0"], "state=online") {
-				return true
+	var sentinels []*goredis.SentinelClient
+	for _, s := range tp.Nodes {
+		if tp.IsSentinel(s) {
+			sc := goredis.NewSentinelClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1})
+			t.Cleanup(func() { _ = sc.Close() })
+			sentinels = append(sentinels, sc)
+		}
+	}
+	return sentinels
+}
+
+// waitSettled waits, after the old primary came back, until every Sentinel
+// names the same one of nodes as the master and that master has a replica
+// in sync. Which one does not matter to the cell: the Sentinels make the
+// returning old primary replicate the new one, but they have also been
+// seen to fail back to it (empty as it is) and to take most of a minute
+// to reconcile. After 30s without that, the other node is made to
+// replicate the master the Sentinels name, and the Sentinels have 30s
+// more; a node made to replicate the one they no longer name would leave
+// the clients writing to a replica, read-only.
+func waitSettled(t *testing.T, tp topology.Topology, nodes ...topology.Node) {
+	t.Helper()
+	sentinels := sentinelClients(t, tp)
+	named := func() (topology.Node, bool) {
+		port := ""
+		for _, sc := range sentinels {
+			a, err := sc.GetMasterAddrByName(ctx(t), topology.SentinelMaster).Result()
+			if err != nil || len(a) != 2 || (port != "" && a[1] != port) {
+				return topology.Node{}, false
+			}
+			port = a[1]
+		}
+		for _, n := range nodes {
+			if strconv.Itoa(n.Port(topology.Client)) == port {
+				return n, true
 			}
 		}
-		return false
+		return topology.Node{}, false
 	}
-	if online(30 * time.Second) {
+	settled := func(d time.Duration) (topology.Node, bool, bool) {
+		var m topology.Node
+		agreed := false
+		for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if m, agreed = named(); agreed {
+				info := parseInfoLines(redisAdmin(t, m.Addr()).Info(ctx(t), "replication").Val())
+				if info["role"] == "master" && info["connected_slaves"] == "1" && strings.Contains(info["slave0"], "state=online") {
+					return m, true, true
+				}
+			}
+		}
+		return m, agreed, false
+	}
+	m, agreed, ok := settled(30 * time.Second)
+	if ok {
 		return
 	}
-	host, port, err := net.SplitHostPort(n.Addr())
+	if !agreed {
+		t.Fatalf("the Sentinels do not name one master within 30s of the old primary's return")
+	}
+	host, port, err := net.SplitHostPort(m.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s has no replica online after 30s: REPLICAOF %s on %s", n.Name, n.Addr(), old.Name)
-	if err := redisAdmin(t, old.Addr()).Do(ctx(t), "REPLICAOF", host, port).Err(); err != nil {
-		t.Fatalf("REPLICAOF on %s: %v", old.Name, err)
+	for _, n := range nodes {
+		if n.Name == m.Name {
+			continue
+		}
+		t.Logf("%s, the master the Sentinels name, has no replica in sync after 30s: REPLICAOF %s on %s", m.Name, m.Addr(), n.Name)
+		if err := redisAdmin(t, n.Addr()).Do(ctx(t), "REPLICAOF", host, port).Err(); err != nil {
+			t.Fatalf("REPLICAOF on %s: %v", n.Name, err)
+		}
 	}
-	if !online(30 * time.Second) {
-		t.Fatalf("%s has no replica online within a minute", n.Name)
+	if _, _, ok := settled(30 * time.Second); !ok {
+		t.Fatalf("no master named by every Sentinel with a replica in sync within a minute")
 	}
 }
 
