@@ -254,6 +254,10 @@ func sentinelClients(t *testing.T, tp topology.Topology) []*goredis.SentinelClie
 func waitSettled(t *testing.T, tp topology.Topology, nodes ...topology.Node) {
 	t.Helper()
 	sentinels := sentinelClients(t, tp)
+	admin := map[string]*goredis.Client{}
+	for _, n := range nodes {
+		admin[n.Name] = redisAdmin(t, n.Addr())
+	}
 	named := func() (topology.Node, bool) {
 		port := ""
 		for _, sc := range sentinels {
@@ -275,7 +279,7 @@ func waitSettled(t *testing.T, tp topology.Topology, nodes ...topology.Node) {
 		agreed := false
 		for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 			if m, agreed = named(); agreed {
-				info := parseInfoLines(redisAdmin(t, m.Addr()).Info(ctx(t), "replication").Val())
+				info := parseInfoLines(admin[m.Name].Info(ctx(t), "replication").Val())
 				if info["role"] == "master" && info["connected_slaves"] == "1" && strings.Contains(info["slave0"], "state=online") {
 					return m, true, true
 				}
@@ -299,7 +303,7 @@ func waitSettled(t *testing.T, tp topology.Topology, nodes ...topology.Node) {
 			continue
 		}
 		t.Logf("%s, the master the Sentinels name, has no replica in sync after 30s: REPLICAOF %s on %s", m.Name, m.Addr(), n.Name)
-		if err := redisAdmin(t, n.Addr()).Do(ctx(t), "REPLICAOF", host, port).Err(); err != nil {
+		if err := admin[n.Name].Do(ctx(t), "REPLICAOF", host, port).Err(); err != nil {
 			t.Fatalf("REPLICAOF on %s: %v", n.Name, err)
 		}
 	}
