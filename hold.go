@@ -31,13 +31,20 @@ type hold struct {
 	// when the driver reports no loss.
 	stopLoss func() bool
 
-	// Guarded by the scheduler's mutex.
-	due time.Time // when the scheduler looks at the hold next
-	hi  int32     // index in the scheduler's heap, -1 when not in it
+	// Guarded by the scheduler's mutex: the index in its heap, which also
+	// keeps when the hold is due; -1 when not in it.
+	hi int32
 
 	gateLeft atomic.Bool // leaveGate has run
 	started  bool        // the hold is in the scheduler; h.mu held
 	isEnded  bool        // h.mu held
+
+	// The Mutex's, read for every renewal: kept beside mu, whose line the
+	// watchdog reads anyway, rather than behind h.m (with many holds, each
+	// Mutex's line is one more cache miss per hold and renewal).
+	sched     *scheduler
+	obs       Observer
+	autoRenew bool
 
 	mu       sync.Mutex
 	lease    Lease
@@ -66,7 +73,8 @@ func (h *hold) stopFlight() context.CancelFunc {
 }
 
 func newHold(m *mutex, gt *gate, dh driver.Hold, sent time.Time) *hold {
-	h := &hold{m: m, gt: gt, dh: dh, acquired: time.Now(), done: make(chan struct{}), hi: -1}
+	h := &hold{m: m, gt: gt, dh: dh, acquired: time.Now(), done: make(chan struct{}), hi: -1,
+		sched: m.l.sched, obs: m.obs, autoRenew: m.opts.autoRenew}
 	h.setLease(sent, dh.TTL)
 	return h
 }
@@ -78,7 +86,7 @@ func (h *hold) setLease(sent time.Time, ttl time.Duration) {
 		ttl = h.m.opts.ttl
 	}
 	h.lease = Lease{Token: Token(h.dh.Token), TTL: ttl, Expires: sent.Add(ttl - drift(ttl))}
-	h.renewAt = h.m.l.sched.align(sent.Add(ttl/3), ttl)
+	h.renewAt = h.sched.align(sent.Add(ttl/3), ttl)
 }
 
 // lossAt is when the watchdog declares the hold lost if no renewal has
@@ -91,7 +99,7 @@ func (h *hold) lossAt() time.Time {
 // nextWake is when the watchdog must look again. h.mu held.
 func (h *hold) nextWake() time.Time {
 	at := h.lossAt()
-	if h.m.opts.autoRenew && h.renewAt.Before(at) {
+	if h.autoRenew && h.renewAt.Before(at) {
 		at = h.renewAt
 	}
 	return at
@@ -187,7 +195,7 @@ func (h *hold) end(lostErr, why error) (already bool) {
 		h.endErr = lostErr
 	}
 	if h.started {
-		h.m.l.sched.remove(h)
+		h.sched.remove(h)
 	}
 	if h.stopLoss != nil {
 		h.stopLoss()
@@ -196,7 +204,7 @@ func (h *hold) end(lostErr, why error) (already bool) {
 	h.mu.Unlock()
 	// Observers hear of the end before Done closes, so that a program woken
 	// by Done finds the loss already logged and counted.
-	if o := h.m.obs; o != nil {
+	if o := h.obs; o != nil {
 		o.HoldEnd(HoldEnd{
 			Backend: h.m.opts.backend, Key: h.m.key, Token: Token(h.dh.Token),
 			Held: time.Since(h.acquired), Lost: lostErr != nil, Cause: cause,
@@ -253,7 +261,7 @@ func (h *hold) start() {
 		return
 	}
 	h.started = true
-	h.m.l.sched.schedule(h, h.nextWake())
+	h.sched.schedule(h, h.nextWake())
 	lost := h.dh.Lost
 	if lost == nil {
 		return
@@ -305,11 +313,11 @@ func (h *hold) decide(now time.Time, batched bool) int {
 		return actLose
 	}
 	if h.fl != nil {
-		h.m.l.sched.schedule(h, h.lossAt())
+		h.sched.schedule(h, h.lossAt())
 		return actNone
 	}
-	if !h.m.opts.autoRenew || now.Before(h.renewAt) {
-		h.m.l.sched.schedule(h, h.nextWake())
+	if !h.autoRenew || now.Before(h.renewAt) {
+		h.sched.schedule(h, h.nextWake())
 		return actNone
 	}
 	fl := &flight{cancel: func() {}, done: make(chan struct{})}
@@ -317,7 +325,7 @@ func (h *hold) decide(now time.Time, batched bool) int {
 		fl.ctx, fl.cancel = context.WithCancel(context.Background())
 	}
 	h.fl = fl
-	h.m.l.sched.schedule(h, h.lossAt())
+	h.sched.schedule(h, h.lossAt())
 	return actRenew
 }
 
@@ -357,14 +365,14 @@ func (h *hold) flightDone(err error, ran bool) {
 		h.renewAt = time.Now().Add(max(h.lease.TTL/20, 10*time.Millisecond))
 	}
 	if !h.isEnded {
-		h.m.l.sched.schedule(h, h.nextWake())
+		h.sched.schedule(h, h.nextWake())
 	}
 }
 
 // observedRenew is renew between the observer's Begin and End, with the
 // margin a successful renewal had left.
 func (h *hold) observedRenew(ctx context.Context, watchdog bool) error {
-	o := h.m.obs
+	o := h.obs
 	if o == nil {
 		return h.renew(ctx)
 	}
@@ -423,7 +431,7 @@ func (h *hold) renewed(ctx context.Context, sent time.Time, ttl time.Duration, e
 	h.renewErr = nil
 	h.setLease(sent, ttl)
 	if h.started && h.fl == nil {
-		h.m.l.sched.schedule(h, h.nextWake())
+		h.sched.schedule(h, h.nextWake())
 	}
 	return nil
 }

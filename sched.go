@@ -1,7 +1,6 @@
 package dlock
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"sync"
@@ -64,6 +63,10 @@ func newScheduler(l *locker) *scheduler {
 	return s
 }
 
+// since is t as the heap keeps it: nanoseconds since the epoch, on the
+// monotonic clock when t has its reading.
+func (s *scheduler) since(t time.Time) int64 { return int64(t.Sub(s.epoch)) }
+
 // align moves a renewal time at back to the Locker's grid of step ttl/12
 // (at most a twelfth of the lease early), so that holds of one TTL that
 // were granted or renewed within the same step fall due at the same
@@ -84,11 +87,10 @@ func (s *scheduler) align(at time.Time, ttl time.Duration) time.Time {
 // with h.mu held (h.mu is always taken before s.mu).
 func (s *scheduler) schedule(h *hold, at time.Time) {
 	s.mu.Lock()
-	h.due = at
 	if h.hi < 0 {
-		heap.Push(&s.heap, h)
+		s.heap.push(h, s.since(at))
 	} else {
-		heap.Fix(&s.heap, int(h.hi))
+		s.heap.fix(int(h.hi), s.since(at))
 	}
 	if h.hi == 0 {
 		s.timer.Reset(time.Until(at))
@@ -105,7 +107,7 @@ func (s *scheduler) schedule(h *hold, at time.Time) {
 func (s *scheduler) remove(h *hold) {
 	s.mu.Lock()
 	if h.hi >= 0 {
-		heap.Remove(&s.heap, int(h.hi))
+		s.heap.remove(int(h.hi))
 		if len(s.heap) == 0 && s.running {
 			// The loop leaves after schedLinger unless a hold comes.
 			s.emptySince = time.Now()
@@ -160,11 +162,11 @@ func (s *scheduler) loop() {
 		}
 		s.emptySince = time.Time{}
 		due = due[:0]
-		for len(s.heap) > 0 && !s.heap[0].due.After(now) {
-			due = append(due, heap.Pop(&s.heap).(*hold))
+		for nowAt := s.since(now); len(s.heap) > 0 && s.heap[0].at <= nowAt; {
+			due = append(due, s.heap.pop())
 		}
 		if len(s.heap) > 0 {
-			s.timer.Reset(s.heap[0].due.Sub(now))
+			s.timer.Reset(time.Duration(s.heap[0].at - s.since(now)))
 		} else if len(due) == 0 {
 			s.timer.Stop()
 		}
@@ -246,7 +248,7 @@ func (s *scheduler) work() {
 	}
 }
 
-// renewBatch renews hs (each marked in flight by hold.due) in one
+// renewBatch renews hs (each marked in flight by decide) in one
 // RenewBatch call, bounded by the earliest of their loss deadlines. An
 // Unlock of one of them waits for the call (as it waits for a single
 // renewal); the call's context is cancelled once every hold in it has
@@ -286,7 +288,7 @@ func (s *scheduler) renewBatch(hs []*hold) {
 				}
 			})
 		})
-		if o := h.m.obs; o != nil {
+		if o := h.obs; o != nil {
 			calls[i] = h.m.call(OpRenew)
 			calls[i].Watchdog = true
 			octx[i] = o.Begin(ctx, calls[i])
@@ -307,11 +309,11 @@ func (s *scheduler) renewBatch(hs []*hold) {
 			err = driver.Unavailable(errBatchShape)
 		}
 		var before time.Time
-		if h.m.obs != nil {
+		if h.obs != nil {
 			before = h.leaseNow().Expires
 		}
 		err = h.renewed(ctx, sent, ttl, err)
-		if o := h.m.obs; o != nil {
+		if o := h.obs; o != nil {
 			r := Result{Outcome: renewOutcome(err, h.unlocked()), Err: err, Token: Token(h.dh.Token), Duration: time.Since(calls[i].Start)}
 			if err == nil {
 				r.Margin = time.Until(before)
@@ -321,32 +323,6 @@ func (s *scheduler) renewBatch(hs []*hold) {
 		}
 		h.flightDone(err, true)
 	}
-}
-
-// holdHeap orders holds by due time; hold.hi is each one's index.
-type holdHeap []*hold
-
-func (q holdHeap) Len() int           { return len(q) }
-func (q holdHeap) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
-func (q holdHeap) Swap(i, j int) {
-	q[i], q[j] = q[j], q[i]
-	q[i].hi, q[j].hi = int32(i), int32(j)
-}
-
-func (q *holdHeap) Push(x any) {
-	h := x.(*hold)
-	h.hi = int32(len(*q))
-	*q = append(*q, h)
-}
-
-func (q *holdHeap) Pop() any {
-	old := *q
-	n := len(old) - 1
-	h := old[n]
-	old[n] = nil
-	h.hi = -1
-	*q = old[:n]
-	return h
 }
 
 // errBatchShape is the renewal error of every hold of a RenewBatch call
