@@ -58,18 +58,34 @@ type hold struct {
 // flight is a renewal by the watchdog, from decide to flightDone. It lives
 // only while the renewal runs, so a hold at rest does not carry it.
 type flight struct {
-	cancel context.CancelFunc // cancels the renewal
-	done   chan struct{}      // closed when the renewal returns
-	ctx    context.Context    // a single (not batched) renewal's context
+	done chan struct{} // closed when the renewal returns
+	// A single renewal's context and its cancel; nil for a batched one.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// A batched renewal's RenewBatch call, set once it is made, and
+	// whether this hold has stopped waiting for it.
+	round   atomic.Pointer[renewRound]
+	stopped atomic.Bool
 }
 
-// stopFlight is the cancel function of the renewal in flight, nil when
-// none. h.mu held.
-func (h *hold) stopFlight() context.CancelFunc {
-	if h.fl == nil {
-		return nil
+// renewRound is one RenewBatch call: its context is cancelled once every
+// hold in it has stopped waiting for it (each unlocked or lost).
+type renewRound struct {
+	left   atomic.Int32
+	cancel context.CancelFunc
+}
+
+// stop cuts the renewal short: a single renewal is cancelled; a batched
+// one is left by this hold, and cancelled when it was the last. Before
+// its RenewBatch call is made there is nothing to stop.
+func (fl *flight) stop() {
+	if fl.cancel != nil {
+		fl.cancel()
+		return
 	}
-	return h.fl.cancel
+	if r := fl.round.Load(); r != nil && fl.stopped.CompareAndSwap(false, true) && r.left.Add(-1) == 0 {
+		r.cancel()
+	}
 }
 
 func newHold(m *mutex, gt *gate, dh driver.Hold, sent time.Time) *hold {
@@ -156,10 +172,10 @@ func (h *hold) checkClock() (ended bool) {
 		h.mu.Unlock()
 		return false
 	}
-	stop, cause := h.stopFlight(), h.expiryCause()
+	fl, cause := h.fl, h.expiryCause()
 	h.mu.Unlock()
-	if stop != nil {
-		stop()
+	if fl != nil {
+		fl.stop()
 	}
 	h.lose(cause)
 	return true
@@ -228,20 +244,12 @@ func (h *hold) finish(why error) (wasLost bool) {
 	h.end(nil, why)
 	<-h.done // ended by another call, which may still be telling the observers
 	h.mu.Lock()
-	var (
-		cancel context.CancelFunc
-		flying chan struct{}
-	)
-	if h.fl != nil {
-		// A batched renewal sets its cancel later (setFlightCancel):
-		// take the one in force now, under h.mu.
-		cancel, flying = h.fl.cancel, h.fl.done
-	}
+	fl := h.fl
 	lost := h.lostErr != nil
 	h.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-flying
+	if fl != nil {
+		fl.stop()
+		<-fl.done
 	}
 	return lost
 }
@@ -296,7 +304,7 @@ const (
 // decide is the watchdog: it declares the hold lost at lossAt, and
 // otherwise renews when renewAt has come (retrying soon after a transient
 // failure). batched says the renewal will be part of a RenewBatch call,
-// which sets the cancel function itself (setFlightCancel).
+// which joins the flight to its call itself (scheduler.renewBatch).
 //
 // A renewal in flight never holds the loss back: its context ends at lossAt
 // (see renew and scheduler.renewBatch), and the hold is scheduled for
@@ -320,22 +328,13 @@ func (h *hold) decide(now time.Time, batched bool) int {
 		h.sched.schedule(h, h.nextWake())
 		return actNone
 	}
-	fl := &flight{cancel: func() {}, done: make(chan struct{})}
+	fl := &flight{done: make(chan struct{})}
 	if !batched {
 		fl.ctx, fl.cancel = context.WithCancel(context.Background())
 	}
 	h.fl = fl
 	h.sched.schedule(h, h.lossAt())
 	return actRenew
-}
-
-// setFlightCancel sets the cancel function of a batched renewal in flight.
-func (h *hold) setFlightCancel(cancel context.CancelFunc) {
-	h.mu.Lock()
-	if h.fl != nil {
-		h.fl.cancel = cancel
-	}
-	h.mu.Unlock()
 }
 
 // watchdogRenew is one renewal by the watchdog, marked in flight by decide.
@@ -356,7 +355,7 @@ func (h *hold) flightDone(err error, ran bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if fl := h.fl; fl != nil {
-		fl.cancel()
+		fl.stop()
 		close(fl.done)
 		h.fl = nil
 	}

@@ -218,3 +218,92 @@ func TestLockUnlockLoopStartsNoGoroutinePerHold(t *testing.T) {
 		t.Fatalf("%d goroutines started for %d Lock+Unlock cycles; want at most %d", started, n, n/10)
 	}
 }
+
+// stallingBatcher is a batchCounter whose RenewBatch calls wait for their
+// context to end: each tells entered how many holds it has, and ended why
+// its context ended, and returned counts it as it returns.
+type stallingBatcher struct {
+	*batchCounter
+	entered  chan int
+	ended    chan error
+	returned *atomic.Int32
+}
+
+func (b stallingBatcher) RenewBatch(ctx context.Context, hs []driver.Hold) ([]time.Duration, []error) {
+	b.entered <- len(hs)
+	<-ctx.Done()
+	b.ended <- ctx.Err()
+	defer b.returned.Add(1)
+	errs := make([]error, len(hs))
+	for i := range errs {
+		errs[i] = driver.Unavailable(ctx.Err())
+	}
+	return make([]time.Duration, len(hs)), errs
+}
+
+// A renewal batch in flight is cancelled once every hold in it has been
+// unlocked, not before, and not only when its deadline comes; each Unlock
+// waits for the call to return, so that no renewal reaches the backend
+// after Unlock.
+func TestUnlockCancelsTheBatchOnceEveryHoldLeft(t *testing.T) {
+	b := stallingBatcher{
+		batchCounter: &batchCounter{Locker: memory.NewStore().Driver()},
+		entered:      make(chan int, 2), ended: make(chan error, 2), returned: new(atomic.Int32),
+	}
+	// Renewed a second after the grant; the call's deadline, the holds'
+	// loss deadline, comes more than a second after that.
+	l, err := dlock.NewLocker(b, dlock.WithTTL(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ms := holdMany(t, l, 2, "c")
+	var calls []int // holds in each call
+	for got := 0; got < len(ms); {
+		select {
+		case n := <-b.entered:
+			calls, got = append(calls, n), got+n
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no renewal batch within 10s of the grants (calls so far: %v)", calls)
+		}
+	}
+	unlocked := make(chan error, len(ms))
+	unlock := func(m dlock.Mutex) {
+		err := m.Unlock(context.Background())
+		if err == nil && b.returned.Load() == 0 {
+			err = errors.New("Unlock returned before the renewal call in flight did")
+		}
+		unlocked <- err
+	}
+	if len(calls) == 1 {
+		// One call for both: the first Unlock leaves it running.
+		go unlock(ms[0])
+		select {
+		case err := <-b.ended:
+			t.Fatalf("the batch of two holds ended (%v) when only one had been unlocked", err)
+		case err := <-unlocked:
+			t.Fatalf("Unlock returned (%v) while its renewal was still in flight", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		go unlock(ms[1])
+	} else {
+		// The grants fell on two steps of the renewal grid: a call each.
+		go unlock(ms[0])
+		go unlock(ms[1])
+	}
+	for range calls {
+		select {
+		case err := <-b.ended:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("the renewal call ended with %v; want it cancelled once its holds were unlocked", err)
+			}
+		case <-time.After(time.Second):
+			t.Fatal("the renewal call went on for a second after every hold in it was unlocked")
+		}
+	}
+	for range ms {
+		if err := <-unlocked; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

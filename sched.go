@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
@@ -273,22 +272,24 @@ func (s *scheduler) renewBatch(hs []*hold) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	var left atomic.Int32
-	left.Store(int32(len(live)))
+	round := &renewRound{cancel: cancel}
+	round.left.Store(int32(len(live)))
 	dhs := make([]driver.Hold, len(live))
-	calls := make([]Call, len(live))
-	octx := make([]context.Context, len(live))
+	var (
+		calls []Call // with an observer only
+		octx  []context.Context
+	)
 	for i, h := range live {
 		dhs[i] = h.dh
-		var once sync.Once
-		h.setFlightCancel(func() {
-			once.Do(func() {
-				if left.Add(-1) == 0 {
-					cancel()
-				}
-			})
-		})
+		h.mu.Lock()
+		if h.fl != nil {
+			h.fl.round.Store(round)
+		}
+		h.mu.Unlock()
 		if o := h.obs; o != nil {
+			if calls == nil {
+				calls, octx = make([]Call, len(live)), make([]context.Context, len(live))
+			}
 			calls[i] = h.m.call(OpRenew)
 			calls[i].Watchdog = true
 			octx[i] = o.Begin(ctx, calls[i])
