@@ -79,7 +79,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 		kw.last.Store(a)
 		args[3], args[4], args[5], args[7] = member, d.inbox, a.id, kw.place(a.wakes)
 	}
-	replies := d.fanout(ctx, timeout, d.all, request{acquireScript, keys, args, a.answer}, d.quorum, acquired)
+	replies := d.fanout(ctx, timeout, d.all, request{script: acquireScript, keys: keys, args: args, late: a.answer}, d.quorum, acquired)
 	var (
 		won       []int    // instances where the lock is ours
 		counters  []uint64 // their counters, same order

@@ -351,7 +351,7 @@ func (b *batcher) enqueue(c *call) {
 // RenewMany renews one key per two arguments.
 func weight(c *call) int {
 	if c.req.script == redislua.RenewMany {
-		return max(len(c.req.keys), 1)
+		return max(c.req.keyCount(), 1)
 	}
 	return 1
 }
@@ -413,7 +413,7 @@ func (b *batcher) exec(batch []*call, now time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	units := fold(live)
-	cmds := b.pipeline(ctx, units, (*redis.Script).EvalSha)
+	cmds := b.pipeline(ctx, units, false)
 	var retry []unit
 	for k, u := range units {
 		if redis.HasErrorPrefix(cmds[k].Err(), "NOSCRIPT") {
@@ -430,7 +430,7 @@ func (b *batcher) exec(batch []*call, now time.Time) {
 	}
 	// First use of a script on this instance (or after a restart): send
 	// the source, which also loads it for next time.
-	cmds = b.pipeline(ctx, retry, (*redis.Script).Eval)
+	cmds = b.pipeline(ctx, retry, true)
 	for k, u := range retry {
 		u.finish(cmds[k])
 	}
@@ -444,6 +444,7 @@ type unit struct {
 	script *redis.Script
 	keys   []string
 	args   []any
+	wire   []any // a request's prebuilt command line (request.wire)
 }
 
 // fold turns a pipeline's calls into its commands: the renewals, when
@@ -457,7 +458,7 @@ func fold(calls []*call) []unit {
 			renewals = append(renewals, c)
 			continue
 		}
-		units = append(units, unit{calls: []*call{c}, script: c.req.script, keys: c.req.keys, args: c.req.args})
+		units = append(units, unit{calls: []*call{c}, script: c.req.script, keys: c.req.keys, args: c.req.args, wire: c.req.wire})
 	}
 	switch len(renewals) {
 	case 0:
@@ -473,6 +474,36 @@ func fold(calls []*call) []unit {
 		units = append(units, unit{calls: renewals, folded: true, script: redislua.RenewMany, keys: ks, args: as})
 	}
 	return units
+}
+
+// processor is what a client and a pipeline have in common for sending
+// a command built in advance.
+type processor interface {
+	redis.Scripter
+	Process(context.Context, redis.Cmder) error
+}
+
+// send queues u's command on c: by the script's SHA, or with its source
+// when the instance did not know it (which also loads it). A prebuilt
+// EVALSHA line goes out as it is; with the source, it is split back into
+// keys and arguments.
+func (u unit) send(ctx context.Context, c processor, source bool) *redis.Cmd {
+	switch {
+	case u.wire == nil && source:
+		return u.script.Eval(ctx, c, u.keys, u.args...)
+	case u.wire == nil:
+		return u.script.EvalSha(ctx, c, u.keys, u.args...)
+	case !source:
+		cmd := redis.NewCmd(ctx, u.wire...)
+		_ = c.Process(ctx, cmd) // its error is the command's
+		return cmd
+	}
+	n := u.wire[2].(int)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = u.wire[3+i].(string)
+	}
+	return u.script.Eval(ctx, c, keys, u.wire[3+n:]...)
 }
 
 // finish answers u's calls from its command's reply.
@@ -496,16 +527,14 @@ func (u unit) finish(cmd *redis.Cmd) {
 	}
 }
 
-func (b *batcher) pipeline(ctx context.Context, units []unit,
-	send func(*redis.Script, context.Context, redis.Scripter, []string, ...any) *redis.Cmd) []*redis.Cmd {
+func (b *batcher) pipeline(ctx context.Context, units []unit, source bool) []*redis.Cmd {
 	if len(units) == 1 { // a plain command costs less than a pipeline of one
-		u := units[0]
-		return []*redis.Cmd{send(u.script, ctx, b.client, u.keys, u.args...)}
+		return []*redis.Cmd{units[0].send(ctx, b.client, source)}
 	}
 	pipe := b.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(units))
 	for k, u := range units {
-		cmds[k] = send(u.script, ctx, pipe, u.keys, u.args...)
+		cmds[k] = u.send(ctx, pipe, source)
 	}
 	_, _ = pipe.Exec(ctx) // every command carries its own error
 	return cmds

@@ -1,7 +1,9 @@
 package redlock
 
 import (
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/dlock-go/dlock/internal/redislua"
 )
@@ -56,8 +58,12 @@ func TestBatcherSendsOtherRequestsBeforeRenewals(t *testing.T) {
 // the room left waits for the next pipeline.
 func TestBatcherWeighsRenewMany(t *testing.T) {
 	var b batcher
-	many := func(keys int) *call {
-		return &call{req: request{script: redislua.RenewMany, keys: make([]string, keys)}}
+	many := func(keys int) *call { // as RenewBatch builds them
+		sts, chunk := make([]*attempt, keys), make([]int, keys)
+		for i := range sts {
+			sts[i], chunk[i] = &attempt{lock: "k" + strconv.Itoa(i), owner: "o", ttl: time.Second}, i
+		}
+		return &call{req: renewManyRequest(sts, chunk)}
 	}
 	acq := &call{req: request{script: redislua.Acquire}}
 	b.enqueue(many(200))

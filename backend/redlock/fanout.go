@@ -26,6 +26,18 @@ type request struct {
 	// late, when set, sees every instance's answer when it arrives, also
 	// after the caller stopped waiting for it.
 	late func(inst int, val any, err error)
+	// wire, when set, is the whole EVALSHA command line of script, keys
+	// and args, built once for every instance the request goes to (keys
+	// and args are then nil; see unit.send).
+	wire []any
+}
+
+// keyCount is how many keys the request names.
+func (r request) keyCount() int {
+	if r.wire != nil {
+		return r.wire[2].(int)
+	}
+	return len(r.keys)
 }
 
 // reply is one instance's answer to a fanned-out request.

@@ -63,7 +63,7 @@ func hookedClients(t *testing.T, perCmd bool) ([]*redis.Client, *atomic.Int64) {
 
 // acquireMany takes n keys named prefix+i through d, each with its own
 // owner, and releases them when the test ends.
-func acquireMany(t *testing.T, d *redlock.Driver, prefix string, n int) []driver.Hold {
+func acquireMany(t testing.TB, d *redlock.Driver, prefix string, n int) []driver.Hold {
 	t.Helper()
 	hs := make([]driver.Hold, n)
 	for i := range hs {
@@ -235,5 +235,30 @@ func TestRenewBatchIsFewScriptCalls(t *testing.T) {
 	// pipeline is a few per instance.
 	if sent > n/10 {
 		t.Fatalf("%d commands to 5 instances to renew %d holds; want a few script calls per instance", sent, n)
+	}
+}
+
+// An instance that lost its scripts (SCRIPT FLUSH, a restart) answers a
+// batch renewal's EVALSHA with NOSCRIPT; the batch then sends the script
+// with its source, split back into keys and arguments from the command
+// line it built once for every instance, and every hold is renewed.
+func TestRenewBatchLoadsTheScriptAgain(t *testing.T) {
+	const n = 300 // more than one chunk
+	d := openDriver(t, endpoint(t))
+	hs := acquireMany(t, d, testPrefix()+"noscript-", n)
+	for round := range 2 { // with the source, then by SHA again
+		if round == 0 {
+			for _, c := range adminClients(t, hostsOf(t, endpoint(t))) {
+				if err := c.ScriptFlush(context.Background()).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		ttls, errs := d.RenewBatch(context.Background(), hs)
+		for i := range hs {
+			if errs[i] != nil || ttls[i] <= 0 {
+				t.Fatalf("round %d: hold %d: renewal gave ttl %v, %v; want it renewed", round, i, ttls[i], errs[i])
+			}
+		}
 	}
 }
