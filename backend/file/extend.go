@@ -1,6 +1,7 @@
 package file
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strconv"
@@ -66,7 +67,19 @@ func extend(ctx context.Context, path string, fn func(s *state, now time.Time) e
 // all there, in that order, whole, and the expires digits sit at
 // expiresAt. The fields are parsed exactly as parseState parses them.
 func parseHead(b []byte) (s state, ok bool) {
-	head := string(b)
+	// Only the four lines are made a string: a renewal's garbage is then
+	// about the size of the head, not of the buffer.
+	end, lines := 0, 0
+	for lines < 4 {
+		i := bytes.IndexByte(b[end:], '\n')
+		if i < 0 {
+			end = len(b)
+			break
+		}
+		end += i + 1
+		lines++
+	}
+	head := string(b[:end])
 	rest, found := strings.CutPrefix(head, header+"\n")
 	if !found {
 		return s, false
