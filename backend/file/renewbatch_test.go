@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/conformance"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -60,7 +61,7 @@ func TestRenewBatch(t *testing.T) {
 //
 //	go test -run '^$' -bench RenewBatch -benchmem ./backend/file/
 func BenchmarkRenewBatch(b *testing.B) {
-	const n, batch = 10000, 1024
+	const n = 10000
 	d := newDriver(b.TempDir())
 	b.Cleanup(func() { _ = d.Close() })
 	ctx := context.Background()
@@ -72,17 +73,5 @@ func BenchmarkRenewBatch(b *testing.B) {
 		}
 		hs[i] = h
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		for part := hs; len(part) > 0; part = part[min(batch, len(part)):] {
-			_, errs := d.RenewBatch(ctx, part[:min(batch, len(part))])
-			for _, err := range errs {
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/hold")
+	conformance.BenchRenewBatch(b, d, hs)
 }

@@ -247,21 +247,8 @@ func BenchmarkBare(b *testing.B) {
 //
 //	go test -run '^$' -bench RenewBatch -benchmem ./backend/redlock/
 func BenchmarkRenewBatch(b *testing.B) {
-	const n, batch = 10000, 1024
+	const n = 10000
 	d := openDriver(b, endpoint(b))
 	hs := acquireMany(b, d, testPrefix()+"renewbench-", n)
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		for part := hs; len(part) > 0; part = part[min(batch, len(part)):] {
-			_, errs := d.RenewBatch(ctx, part[:min(batch, len(part))])
-			for _, err := range errs {
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/hold")
+	conformance.BenchRenewBatch(b, d, hs)
 }
