@@ -58,7 +58,10 @@ type hold struct {
 // flight is a renewal by the watchdog, from decide to flightDone. It lives
 // only while the renewal runs, so a hold at rest does not carry it.
 type flight struct {
-	done chan struct{} // closed when the renewal returns
+	// done is closed when the renewal returns; made (under h.mu) only
+	// when an Unlock has to wait for it, so that a renewal nobody waits
+	// for allocates no channel.
+	done chan struct{}
 	// A single renewal's context and its cancel; nil for a batched one.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -245,11 +248,18 @@ func (h *hold) finish(why error) (wasLost bool) {
 	<-h.done // ended by another call, which may still be telling the observers
 	h.mu.Lock()
 	fl := h.fl
+	var flying chan struct{}
+	if fl != nil {
+		if fl.done == nil {
+			fl.done = make(chan struct{})
+		}
+		flying = fl.done
+	}
 	lost := h.lostErr != nil
 	h.mu.Unlock()
 	if fl != nil {
 		fl.stop()
-		<-fl.done
+		<-flying
 	}
 	return lost
 }
@@ -328,7 +338,7 @@ func (h *hold) decide(now time.Time, batched bool) int {
 		h.sched.schedule(h, h.nextWake())
 		return actNone
 	}
-	fl := &flight{done: make(chan struct{})}
+	fl := &flight{}
 	if !batched {
 		fl.ctx, fl.cancel = context.WithCancel(context.Background())
 	}
@@ -356,7 +366,9 @@ func (h *hold) flightDone(err error, ran bool) {
 	defer h.mu.Unlock()
 	if fl := h.fl; fl != nil {
 		fl.stop()
-		close(fl.done)
+		if fl.done != nil {
+			close(fl.done)
+		}
 		h.fl = nil
 	}
 	if ran && err != nil && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrNotHeld) {
