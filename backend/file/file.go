@@ -82,11 +82,16 @@
 // second at a 3s TTL. A renewal changes only the lease's end, and every
 // field of a state file has a fixed width, so it reads the head of the
 // file (up to the owner line) and rewrites the 20 expires digits in
-// place, under the same flock: 3 µs and 416 B against 13 µs and 15 KB for
-// the full read-modify-write (BenchmarkRenew, in this package). Both
-// counts of holds are held without a loss in BENCHMARKS.md. The holds
-// that fall due together are renewed in batches (RenewBatch), by a few
-// goroutines rather than one per renewal in flight.
+// place, under the same flock: 288 B allocated against some 15 KB for the
+// full read-modify-write (BenchmarkRenew, in this package). Its time is
+// the seven system calls' (open, flock, fstat, a stat of the name, the
+// read, the write, close): 3 µs to 15 µs on the 2-core machine of
+// BENCHMARKS.md, on different days. So 100,000 holds at a 3s TTL take
+// most of a core, and whether none is lost depends on what else runs:
+// none was in the last BENCHMARKS.md run, a few thousand were in the one
+// before. The holds that fall due together are renewed in batches
+// (RenewBatch), by a few goroutines rather than one per renewal in
+// flight; BenchmarkRenewBatch measures a renewal so made.
 //
 // # Benchmarks
 //

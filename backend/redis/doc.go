@@ -269,19 +269,19 @@
 // running):
 //
 //	workers  system            acq/s  wait p99  handoff p99  max/min  cmds/acq  µs/acq  CPU µs/acq  RT/acq
-//	2        bare SET NX spin  756     10.5 ms    4.83 ms     866/656  4.1       15.1    87.1        2.13
-//	2        dlock redis://    711      2.3 ms    0.67 ms     712/710  21.0      91.3    173.2       2.00
-//	8        bare SET NX spin  750    249.3 ms    9.48 ms     301/77   4.9       19.5    120.9       2.90
-//	8        dlock redis://    646     15.1 ms    1.14 ms     163/161  22.0      119.2   202.3       2.02
-//	32       bare SET NX spin  701    456.0 ms    3.70 ms     70/15    8.2       24.8    253.1       6.18
-//	32       dlock redis://    643     64.1 ms    1.17 ms     42/40    22.2      122.0   202.5       2.07
+//	2        bare SET NX spin  742     41.6 ms    9.14 ms     984/475  4.1       23.0    101.3       2.13
+//	2        dlock redis://    682      3.3 ms    1.33 ms     683/682  21.0      92.1    180.1       2.00
+//	8        bare SET NX spin  734    240.4 ms    5.34 ms     256/100  4.9       27.1    133.2       2.91
+//	8        dlock redis://    648     15.0 ms    1.10 ms     163/161  22.0      118.1   201.9       2.02
+//	32       bare SET NX spin  692    487.6 ms    4.10 ms     83/15    8.2       26.6    256.7       6.22
+//	32       dlock redis://    634     61.4 ms    1.43 ms     41/39    22.2      126.2   216.4       2.07
 //
 // cmds/acq counts every command INFO commandstats reports, the scripts'
 // inner commands included, and µs/acq sums their usec (a script's usec
 // already includes its inner commands', so scripts are counted about a
 // third too high, and a preempted server counts its wait); CPU µs/acq is
 // the server main thread's CPU time (INFO cpu), networking and pub/sub
-// included: 1.7x the bare lock's with 8 workers (1.4x in the run before). Waiters queue on the
+// included: 1.5x the bare lock's with 8 workers (1.4x to 1.7x in runs before). Waiters queue on the
 // server, so commands per acquisition stay flat from 2 to 32 waiting Lockers (before the queue:
 // 15.7, 40.6 and 108 in BENCHMARKS.md, each release waking every Locker),
 // and so do round trips (two: the refused attempt that queues, and the
