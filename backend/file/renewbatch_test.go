@@ -11,6 +11,20 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
+// acquireKeys takes the keys k0 to k(n-1) through d, key ki for owner oi.
+func acquireKeys(tb testing.TB, d *fileDriver, n int, ttl time.Duration) []driver.Hold {
+	tb.Helper()
+	hs := make([]driver.Hold, n)
+	for i := range hs {
+		h, err := d.TryAcquire(context.Background(), driver.Request{Key: "k" + strconv.Itoa(i), TTL: ttl, Owner: "o" + strconv.Itoa(i)})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		hs[i] = h
+	}
+	return hs
+}
+
 // RenewBatch judges each hold as Renew does: the live ones get a new lease,
 // a released one is ErrNotHeld, and a cancelled context renews nothing.
 func TestRenewBatch(t *testing.T) {
@@ -18,14 +32,7 @@ func TestRenewBatch(t *testing.T) {
 	t.Cleanup(func() { _ = d.Close() })
 	ctx := context.Background()
 	const n = 20
-	hs := make([]driver.Hold, n)
-	for i := range hs {
-		h, err := d.TryAcquire(ctx, driver.Request{Key: "k" + strconv.Itoa(i), TTL: time.Second, Owner: "o" + strconv.Itoa(i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		hs[i] = h
-	}
+	hs := acquireKeys(t, d, n, time.Second)
 	if err := d.Release(ctx, hs[3]); err != nil {
 		t.Fatal(err)
 	}
@@ -64,14 +71,6 @@ func BenchmarkRenewBatch(b *testing.B) {
 	const n = 10000
 	d := newDriver(b.TempDir())
 	b.Cleanup(func() { _ = d.Close() })
-	ctx := context.Background()
-	hs := make([]driver.Hold, n)
-	for i := range hs {
-		h, err := d.TryAcquire(ctx, driver.Request{Key: "k" + strconv.Itoa(i), TTL: time.Minute, Owner: "o" + strconv.Itoa(i)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		hs[i] = h
-	}
+	hs := acquireKeys(b, d, n, time.Minute)
 	conformance.BenchRenewBatch(b, d, hs)
 }
