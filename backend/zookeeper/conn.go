@@ -24,22 +24,55 @@ type session struct {
 // decodes the first frame the server sends on it, the connect response,
 // for the session timeout the server negotiated: go-zookeeper uses it but
 // does not expose it, and the lease logic must not assume the requested
-// one (the server clamps it to its minimum and maximum).
+// one (the server clamps it to its minimum and maximum). On a connection
+// that resumed its session it also holds the answers back until
+// go-zookeeper has set its watches again (replyGate).
 type observedConn struct {
 	net.Conn
 	onSession func(session)
 	buf       []byte
 	done      bool
+	wrote     bool       // the connect request went out
+	asked     int64      // the session the connect request asked to resume
+	gate      *replyGate // set by the handshake when the session resumed
 }
 
 // Read is called by one go-zookeeper goroutine at a time (the handshake,
 // then the receive loop that it starts), so buf needs no lock.
 func (c *observedConn) Read(p []byte) (int, error) {
+	if c.gate != nil {
+		c.gate.wait()
+	}
 	n, err := c.Conn.Read(p)
 	if !c.done && n > 0 {
 		c.feed(p[:n])
 	}
 	return n, err
+}
+
+// Write is called by one go-zookeeper goroutine at a time (the handshake,
+// then the send loop that it starts): the first frame is the connect
+// request, whose session id is at offset 20 (after the length, the
+// protocol version, the last zxid and the timeout).
+func (c *observedConn) Write(p []byte) (int, error) {
+	if !c.wrote {
+		c.wrote = true
+		if len(p) >= 28 {
+			c.asked = int64(binary.BigEndian.Uint64(p[20:]))
+		}
+	} else if c.gate != nil {
+		c.gate.sent(p)
+	}
+	return c.Conn.Write(p)
+}
+
+// Close lets a receive loop held by the gate read the closed connection's
+// error.
+func (c *observedConn) Close() error {
+	if g := c.gate; g != nil {
+		g.release()
+	}
+	return c.Conn.Close()
 }
 
 // feed collects the connect response: a 4-byte length, then
@@ -67,6 +100,9 @@ func (c *observedConn) feed(p []byte) {
 		s.passwd = append([]byte(nil), body[20:20+pl]...)
 	}
 	c.done, c.buf = true, nil
+	if s.id != 0 && s.id == c.asked {
+		c.gate = newReplyGate(replyFallback)
+	}
 	if s.id != 0 && s.timeout > 0 {
 		c.onSession(s)
 	}
