@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend/redlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/launcher"
 	"github.com/dlock-go/dlock/internal/testenv"
 	"github.com/dlock-go/dlock/internal/topology"
@@ -430,6 +432,51 @@ func TestFaultPausedMaster(t *testing.T) {
 		t.Errorf("token after resume %d; want greater than %d", mx.Token(), tok)
 	}
 	_ = mx.Unlock(ctx)
+}
+
+// With a master paused, a batch of renewals of three chunks renews every
+// hold on the other four; its requests to the paused one run out of their
+// per-instance timeout.
+func TestFaultPausedMasterRenewBatch(t *testing.T) {
+	const n, paused = 3*256 - 100, 1
+	m := privateMasters(t)
+	d := openDriver(t, m.url)
+	ctx := context.Background()
+	hs := make([]driver.Hold, n)
+	for i := range hs {
+		h, err := d.TryAcquire(ctx, driver.Request{Key: "batch" + strconv.Itoa(i), TTL: time.Minute, Owner: "o" + strconv.Itoa(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs[i] = h
+	}
+	if err := m.l.Pause(ctx, m.nodes[paused]); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.l.Resume(ctx, m.nodes[paused]); err != nil {
+			t.Errorf("resume: %v", err)
+		}
+	})
+	before := d.Stats()[paused].Timeouts
+	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ttls, errs := d.RenewBatch(bctx, hs)
+	if bctx.Err() != nil {
+		t.Fatalf("RenewBatch with one master paused returned only when its context ended (%v)", bctx.Err())
+	}
+	for i := range hs {
+		if errs[i] != nil || ttls[i] <= 0 {
+			t.Fatalf("hold %d of %d with one master paused: ttl %v, %v; want renewed", i, n, ttls[i], errs[i])
+		}
+	}
+	// Its requests there run out of their timeout.
+	for d.Stats()[paused].Timeouts <= before {
+		if bctx.Err() != nil {
+			t.Fatalf("paused master's timeouts still %d; want its requests given up", before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func isClosed(c <-chan struct{}) bool {
