@@ -22,12 +22,13 @@ const replyFallback = 100 * time.Millisecond
 // then reads the last zxid it saw, without a lock, to set its watches
 // again; the receive loop writes that zxid for every answer it reads. The
 // requests queued during the disconnection go out at once, so their
-// answers can race with that read: a data race in the library (its issue
-// #35 upstream, not fixed in a release), which the race detector reports
-// in the tests of any program whose ZooKeeper connection moves while it
-// has watches and requests in flight. The value is a 64-bit word the
-// library uses only to set the watches again, so the race is harmless on
-// the platforms Go supports, but it fails every test run with -race.
+// answers can race with that read: a data race in the library (pull
+// request #35 of go-zookeeper/zk, open, not in a release), which the race
+// detector reports in the tests of any program whose ZooKeeper connection
+// moves while it has watches and requests in flight. The value is a 64-bit
+// word the library uses only to set the watches again, so the race is
+// harmless on the platforms Go supports, but a test run with -race that
+// sees it fails.
 //
 // The request that sets the watches again leaves after that read, so a
 // receive loop that reads its first answer only once that request was
