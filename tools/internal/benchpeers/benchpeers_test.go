@@ -3,6 +3,7 @@ package benchpeers
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -164,8 +165,8 @@ func TestFillContended(t *testing.T) {
 	from := time.Unix(0, 0)
 	until := from.Add(100 * time.Nanosecond)
 	rs := []workerResult{
-		{ID: 0, RoundTrips: 6, Acquisitions: []acquisition{{Call: 0, Got: 10, Release: 20}, {Call: 21, Got: 50, Release: 60}}},
-		{ID: 1, RoundTrips: 3, Acquisitions: []acquisition{{Call: 5, Got: 30, Release: 40}, {Call: 95, Got: 150, Release: 160}}},
+		{ID: 0, RoundTrips: 6, CPU: 3000, Acquisitions: []acquisition{{Call: 0, Got: 10, Release: 20}, {Call: 21, Got: 50, Release: 60}}},
+		{ID: 1, RoundTrips: 3, CPU: 5000, Acquisitions: []acquisition{{Call: 5, Got: 30, Release: 40}, {Call: 95, Got: 150, Release: 160}}},
 	}
 	var r Result
 	fillContended(&r, rs, from, until)
@@ -174,6 +175,16 @@ func TestFillContended(t *testing.T) {
 	}
 	if r.RTPerAcq == nil || *r.RTPerAcq != 9.0/4 {
 		t.Errorf("round trips per acquisition %v, want 2.25", r.RTPerAcq)
+	}
+	// 8 µs of CPU over 4 acquisitions.
+	if r.ClientCPU == nil || *r.ClientCPU != 2 {
+		t.Errorf("client CPU per acquisition %v µs, want 2", r.ClientCPU)
+	}
+	rs[1].CPU = -1 // a worker that shares its process
+	var r2 Result
+	fillContended(&r2, rs, from, until)
+	if r2.ClientCPU != nil {
+		t.Errorf("client CPU per acquisition with a worker not measured: %v, want none", *r2.ClientCPU)
 	}
 	// Handoffs: 30-20 (waiting since 5) and 50-40 (since 21); the last
 	// called Lock (95) after the lock was free (60): no handoff.
@@ -200,5 +211,38 @@ func TestContendedReportsWhyAWorkerFailed(t *testing.T) {
 	e := rs[0].Error
 	if !strings.HasPrefix(e, "worker ") || !(strings.Contains(e, "open: ") || strings.Contains(e, "warm-up: ")) {
 		t.Fatalf("workers that cannot make their lock directory: want the worker's open or warm-up error, got %q", e)
+	}
+}
+
+// flaky is a client whose first fails locks fail.
+type flaky struct{ fails, calls int }
+
+func (f *flaky) lock(context.Context, string) (func(context.Context) error, error) {
+	f.calls++
+	if f.calls <= f.fails {
+		return nil, fmt.Errorf("cold start %d", f.calls)
+	}
+	return func(context.Context) error { return nil }, nil
+}
+func (f *flaky) roundTrips() int64 { return -1 }
+func (f *flaky) close() error      { return nil }
+
+// TestWarmUpRetriesAndReports checks that a warm-up that fails is tried
+// again, that the retries and the first error are reported, and that one
+// failing every time is an error.
+func TestWarmUpRetriesAndReports(t *testing.T) {
+	ctx := testenv.Context(t, time.Minute)
+	retries, first, err := warmUp(ctx, &flaky{fails: 2}, "k")
+	if err != nil || retries != 2 || first == nil || first.Error() != "cold start 1" {
+		t.Errorf("two failures then success: retries %d, first %v, err %v; want 2, cold start 1, nil", retries, first, err)
+	}
+	retries, first, err = warmUp(ctx, &flaky{}, "k")
+	if err != nil || retries != 0 || first != nil {
+		t.Errorf("no failure: retries %d, first %v, err %v; want 0, nil, nil", retries, first, err)
+	}
+	f := &flaky{fails: 100}
+	retries, _, err = warmUp(ctx, f, "k")
+	if err == nil || retries != warmRetries || f.calls != warmRetries+1 {
+		t.Errorf("always failing: retries %d, calls %d, err %v; want %d, %d, an error", retries, f.calls, err, warmRetries, warmRetries+1)
 	}
 }

@@ -70,9 +70,14 @@ func aggregate(raw []Result) []Result {
 		m.UsecPerAcq = fp(func(r Result) *float64 { return r.UsecPerAcq })
 		m.CPUPerAcq = fp(func(r Result) *float64 { return r.CPUPerAcq })
 		m.RTPerAcq = fp(func(r Result) *float64 { return r.RTPerAcq })
-		m.Overlaps, m.Error = 0, ""
+		m.ClientCPU = fp(func(r Result) *float64 { return r.ClientCPU })
+		m.Overlaps, m.Error, m.WarmRetries, m.WarmErr = 0, "", 0, ""
 		for _, r := range rs {
 			m.Overlaps += r.Overlaps
+			m.WarmRetries += r.WarmRetries
+			if r.WarmErr != "" && m.WarmErr == "" {
+				m.WarmErr = r.WarmErr
+			}
 			if r.Error != "" && m.Error == "" {
 				m.Error = r.Error
 			}
@@ -281,7 +286,9 @@ func WriteMarkdown(w io.Writer, meta Meta, rs []Result) {
 	p("Redis commandstats usec per acquisition (time inside commands: a script's usec includes its inner commands',\n")
 	p("which are counted again, and a server preempted on a busy machine counts the wait); srv CPU µs/acq = CPU time\n")
 	p("of the Redis main threads per acquisition (INFO cpu, used_cpu_sys/user_main_thread: commands, networking and\n")
-	p("pub/sub delivery, no double count; contended only); RT/acq = client round trips per acquisition, counted by a\n")
+	p("pub/sub delivery, no double count; contended only); client CPU µs/acq = CPU time (user and system) of all the\n")
+	p("worker processes in their timed window per acquisition (getrusage; contended only, n/a for mem://, whose\n")
+	p("workers share one process); RT/acq = client round trips per acquisition, counted by a\n")
 	p("go-redis hook on the clients (a pipeline is one); overlaps = acquisitions that began before the previous holder\n")
 	p("began its Unlock (must be 0).\n\n")
 
@@ -310,16 +317,22 @@ func WriteMarkdown(w io.Writer, meta Meta, rs []Result) {
 		for _, n := range cfg.Lockers {
 			p("## contended across processes: %d workers, one key, %v hold (%v per run)\n\n", n, cfg.Hold, cfg.Duration)
 			p("Each worker is its own OS process with its own client (mem://: its own goroutine and Locker, the store being per process).\n\n")
-			p("| system | acq/s | wait p99 ms | handoff p99 ms | fairness max/min | srv req/acq | srv µs/acq | srv CPU µs/acq | RT/acq | overlaps | error |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+			p("| system | acq/s | wait p99 ms | handoff p99 ms | fairness max/min | srv req/acq | srv µs/acq | srv CPU µs/acq | client CPU µs/acq | RT/acq | overlaps | error |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 			for _, r := range rs {
 				if r.Scenario != ScenContended || r.Lockers != n {
 					continue
 				}
-				p("| %s | %.0f | %.1f | %s | %d/%d | %s | %s | %s | %s | %d | %s |\n", r.System, r.AcqPerSec, r.WaitP99,
+				p("| %s | %.0f | %.1f | %s | %d/%d | %s | %s | %s | %s | %s | %d | %s |\n", r.System, r.AcqPerSec, r.WaitP99,
 					fnum(r.HandoffP99, 2), r.FairMax, r.FairMin, fnum(r.CmdsPerAcq, 1), fnum(r.UsecPerAcq, 1),
-					fnum(r.CPUPerAcq, 1), fnum(r.RTPerAcq, 2), r.Overlaps, r.Error)
+					fnum(r.CPUPerAcq, 1), fnum(r.ClientCPU, 0), fnum(r.RTPerAcq, 2), r.Overlaps, r.Error)
 			}
 			p("\n")
+			for _, r := range rs {
+				if r.Scenario == ScenContended && r.Lockers == n && r.WarmRetries > 0 {
+					p("%s: a worker's warm-up (before the timed window) failed and was tried again %d time(s) over the repetitions (first error: %s).\n\n",
+						r.System, r.WarmRetries, r.WarmErr)
+				}
+			}
 		}
 	}
 	if cfg.wants(ScenManyHolds) {

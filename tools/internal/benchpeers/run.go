@@ -78,7 +78,10 @@ type Result struct {
 	UsecPerAcq   *float64 `json:"server_usec_per_acq,omitempty"`     // Redis commandstats usec
 	CPUPerAcq    *float64 `json:"server_cpu_usec_per_acq,omitempty"` // Redis main-thread CPU (INFO cpu), µs
 	RTPerAcq     *float64 `json:"round_trips_per_acq,omitempty"`
-	Overlaps     int      `json:"overlaps"` // contended: holds that began before the previous one ended
+	ClientCPU    *float64 `json:"client_cpu_usec_per_acq,omitempty"` // contended: the worker processes' CPU, µs
+	Overlaps     int      `json:"overlaps"`                          // contended: holds that began before the previous one ended
+	WarmRetries  int      `json:"warm_retries,omitempty"`            // contended: workers' warm-ups tried again (see warmUp)
+	WarmErr      string   `json:"warm_error,omitempty"`              // the first of those warm-ups' errors
 
 	// many-holds
 	Holds             int      `json:"holds,omitempty"`
@@ -423,12 +426,20 @@ func runContended(ctx context.Context, cfg Config, s system, n int) Result {
 // round trips, and the overlap check over every acquisition.
 func fillContended(r *Result, results []workerResult, from, until time.Time) {
 	var all []acquisition
-	var rt int64
-	rtKnown := true
+	var rt, cpu int64
+	rtKnown, cpuKnown := true, len(results) > 0
 	perWorker := make([]int64, len(results))
 	for i, wr := range results {
 		if wr.Error != "" && r.Error == "" {
 			r.Error = fmt.Sprintf("worker %d: %s", wr.ID, wr.Error)
+		}
+		if wr.CPU < 0 {
+			cpuKnown = false
+		}
+		cpu += wr.CPU
+		r.WarmRetries += wr.WarmRetries
+		if wr.WarmErr != "" && r.WarmErr == "" {
+			r.WarmErr = fmt.Sprintf("worker %d: %s", wr.ID, wr.WarmErr)
 		}
 		all = append(all, wr.Acquisitions...)
 		for _, a := range wr.Acquisitions {
@@ -445,6 +456,10 @@ func fillContended(r *Result, results []workerResult, from, until time.Time) {
 	if rtKnown && total > 0 {
 		v := float64(rt) / float64(total)
 		r.RTPerAcq = &v
+	}
+	if cpuKnown && total > 0 {
+		v := float64(cpu) / 1e3 / float64(total)
+		r.ClientCPU = &v
 	}
 	r.Overlaps = overlaps(all)
 	sort.Slice(all, func(i, j int) bool { return all[i].Got < all[j].Got })
