@@ -65,7 +65,7 @@
 // served by one goroutine that runs while holds exist and a small pool of
 // workers for the backend calls, so a hold costs no goroutine and no timer
 // of its own. Renewal times are aligned to a grid of TTL/12 (a renewal is
-// at most that much early), so holds granted close together fall due
+// at most half a step early or late), so holds granted close together fall due
 // together, and a backend that implements driver.BatchRenewer renews all
 // of them in one call (a Redis pipeline, one keepalive of a shared etcd
 // lease). A backend that implements driver.LossNotifier reports losses
