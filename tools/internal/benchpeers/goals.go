@@ -258,9 +258,16 @@ func manyHolds(gs *goals, rs []Result, cores string) {
 		var why []string
 		if r.Lost > 0 || r.Held < r.Holds {
 			if ttl := ttlOf(r); ttl > 0 {
-				why = append(why, fmt.Sprintf("%d holds at a %v TTL need %.0f renewals a second (each once per TTL/3)%s; with the client "+
-					"and the servers on %s cores they fell behind, and %d holds ran out of lease.", r.Holds, ttl,
-					float64(r.Holds)/(ttl.Seconds()/manyHoldsPerTTL), renewalUnit(r.System), cores, r.Lost))
+				need := fmt.Sprintf("%d holds at a %v TTL need %.0f renewals a second (each once per TTL/3)%s", r.Holds, ttl,
+					float64(r.Holds)/(ttl.Seconds()/manyHoldsPerTTL), renewalUnit(r.System))
+				if r.Lost > 0 {
+					why = append(why, fmt.Sprintf("%s; with the client and the servers on %s cores they fell behind, and %d holds ran out of lease.",
+						need, cores, r.Lost))
+				} else {
+					why = append(why, fmt.Sprintf("%s; with the client and the servers on %s cores that is more than they can do: "+
+						"the renewals of the %d holds already taken went first and none was lost, and the next acquisition failed "+
+						"(the error column) because the servers could no longer answer it in time.", need, cores, r.Held))
+				}
 			}
 		}
 		if r.GoroutinesPerHold > 0.01 {
