@@ -51,7 +51,12 @@
 // carries at most 256 requests, renewals after every other kind: when the
 // renewals of many thousands of holds fall due together, an acquire or a
 // release goes out in the next pipeline instead of waiting behind them all,
-// and no pipeline keeps an instance busy past the timeout. Renewals cost
+// and no pipeline keeps an instance busy past the timeout. Once a renewal
+// has waited 50ms in the queue the order turns round: the instances (or
+// this client) are not keeping up, and the renewals of the locks already
+// held go first, acquires getting the room they leave. At capacity a
+// Locker then keeps every hold and a new Lock fails with ErrUnavailable,
+// rather than holds being lost under their holders. Renewals cost
 // one script call per 256 holds, not one per hold: the portable layer
 // renews the holds that fall due together through RenewBatch, which sends
 // each instance RenewMany calls that check and extend each key as the
