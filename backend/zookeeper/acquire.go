@@ -246,7 +246,7 @@ func (d *zkDriver) queue(ctx context.Context, a *attempt, path string, created t
 		case !found:
 			return driver.Hold{}, errVanished
 		case pred == "":
-			return d.grant(a, path, own, sent)
+			return d.grant(ctx, a, path, own, sent)
 		case !wait:
 			return driver.Hold{}, &driver.HeldError{}
 		}
@@ -306,8 +306,17 @@ func (d *zkDriver) await(ctx context.Context, pred, path string, own *existsResu
 }
 
 // grant turns our node, now the lowest, into a hold. The lease runs from
-// when the listing that showed it lowest was sent.
-func (d *zkDriver) grant(a *attempt, path string, own *existsResult, sent time.Time) (driver.Hold, error) {
+// when the listing that showed it lowest was sent, or the create before it.
+//
+// The monitor gives every hold up half a session timeout (lossAfter) after
+// the last request that confirmed the session was sent. A create answered
+// late (during a leader election, its request waits for the new leader)
+// confirms the session only as of when it was sent, so a hold granted from
+// it could be given up as soon as it was reported: Lock returned, and the
+// hold was already lost. When the confirmation is older than half of
+// lossAfter, the session is confirmed again with a sync and a read of our
+// node, and the lease runs from that sync instead.
+func (d *zkDriver) grant(ctx context.Context, a *attempt, path string, own *existsResult, sent time.Time) (driver.Hold, error) {
 	st := own.st
 	if st.EphemeralOwner == 0 || st.EphemeralOwner != d.conn.SessionID() {
 		// Made by a session that has ended since: the node is gone, or
@@ -317,6 +326,25 @@ func (d *zkDriver) grant(a *attempt, path string, own *existsResult, sent time.T
 	}
 	if st.Czxid <= 0 {
 		return driver.Hold{}, fmt.Errorf("zookeeper: node %s has czxid %d", path, st.Czxid)
+	}
+	if fresh := lossAfter(d.sessionTimeout()) / 2; time.Since(d.mon.confirmedAt(st.EphemeralOwner, sent)) > fresh {
+		again := time.Now()
+		ok, err := call(ctx, func() (bool, error) {
+			ok, _, err := d.syncRead(path)
+			return ok, err
+		})
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			return driver.Hold{}, errVanished
+		case err != nil:
+			return driver.Hold{}, d.fail("confirm the session", err)
+		case !ok || d.conn.SessionID() != st.EphemeralOwner:
+			return driver.Hold{}, errVanished
+		case time.Since(again) > fresh:
+			return driver.Hold{}, driver.Unavailable(fmt.Errorf("zookeeper: the session was confirmed only after %v",
+				time.Since(again).Round(time.Millisecond)))
+		}
+		sent = again
 	}
 	h := newHold(d, path, st, a.req.TTL, own.ch, own.armed, sent)
 	return driver.Hold{Token: uint64(st.Czxid), TTL: a.req.TTL, Since: sent, Lost: h.lost.Chan(), State: h}, nil

@@ -145,7 +145,12 @@
 //     and fault scenario 11).
 //   - Hold.Since, from which the lease runs, is when the sync before the
 //     listing that showed the node to be the lowest was sent (or the
-//     create, for the first listing), not when Lock began waiting.
+//     create, for the first listing), not when Lock began waiting. When
+//     that request is older than a quarter of the session timeout (a
+//     create answered late, during a leader election), the grant first
+//     confirms the session again with a sync and a read, and the lease
+//     runs from that sync: otherwise the rule below would give the hold up
+//     as soon as Lock returned (TestLateCreateGrantIsConfirmedAgain).
 //   - Done is closed (Hold.Lost) when the node is deleted (an operator, or
 //     the lease running out), when the connection comes back with a new
 //     session (the old one expired: its nodes are gone), and already when

@@ -105,6 +105,17 @@ func (m *monitor) confirmLocked(sid int64, t time.Time) {
 	}
 }
 
+// confirmedAt is the latest instant the session sid is confirmed as of:
+// since, or a later confirmation the monitor holds for sid.
+func (m *monitor) confirmedAt(sid int64, since time.Time) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if sid == m.sid && m.confirmed.After(since) {
+		return m.confirmed
+	}
+	return since
+}
+
 // drift allows for the server's clock running faster than ours, as the
 // portable layer does for leases: 1% plus 2ms.
 func drift(d time.Duration) time.Duration { return d/100 + 2*time.Millisecond }

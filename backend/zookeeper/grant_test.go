@@ -1,0 +1,60 @@
+package zookeeper
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// A create answered late (here: held back by a cut connection, as during a
+// leader election) confirms the session only as of when it was sent. The
+// monitor gives holds up half a session timeout after the last
+// confirmation, so a hold granted from that create alone was reported
+// acquired and given up at once: Lock returned nil and Token was already 0
+// (a fault run caught it on zookeeper3 with the leader paused). The grant
+// now confirms the session again first.
+func TestLateCreateGrantIsConfirmedAgain(t *testing.T) {
+	raw := endpoint(t, "DLOCK_ZK_URL", "")
+	p := newProxy(t, hosts(t, raw)[0])
+	// go-zookeeper drops a connection that has received nothing for 2/3
+	// of the session timeout (6s here): the cut stays well below that and
+	// well above the monitor's limit, lossAfter (about 4.4s).
+	const T = 9 * time.Second
+	cut := lossAfter(T) + 500*time.Millisecond
+	d, l := lockerOn(t, "zk://"+p.addr()+testPrefix+"?session_timeout="+T.String())
+	key := fmt.Sprintf("late-create/%d", time.Now().UnixNano())
+	m, err := l.NewMutex(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lockNow(t, m) // the key's parent nodes exist from here on
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := d.conn.Exists("/"); err != nil { // something received just now
+		t.Fatal(err)
+	}
+
+	p.block()
+	locked := make(chan error, 1)
+	go func() { locked <- m.Lock(ctx) }()
+	time.Sleep(cut)
+	p.unblock()
+	if err := <-locked; err != nil {
+		t.Fatalf("Lock after a create answered %v late: %v", cut, err)
+	}
+	if tok := m.Token(); tok == 0 {
+		t.Fatalf("Lock returned nil, and the hold was already lost: %v", m.Err())
+	}
+	select {
+	case <-m.Done():
+		t.Fatalf("the hold was given up within %v of Lock returning: %v", time.Second, m.Err())
+	case <-time.After(time.Second):
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
