@@ -340,7 +340,9 @@ func (d *zkDriver) grant(ctx context.Context, a *attempt, path string, own *exis
 			return driver.Hold{}, d.fail("confirm the session", err)
 		case !ok || d.conn.SessionID() != st.EphemeralOwner:
 			return driver.Hold{}, errVanished
-		case time.Since(again) > fresh:
+		case time.Since(d.mon.confirmedAt(st.EphemeralOwner, again)) >= lossAfter(d.sessionTimeout()):
+			// Not even the heartbeats confirmed the session meanwhile: the
+			// monitor would give the hold up at once.
 			return driver.Hold{}, driver.Unavailable(fmt.Errorf("zookeeper: the session was confirmed only after %v",
 				time.Since(again).Round(time.Millisecond)))
 		}

@@ -150,7 +150,9 @@
 //     create answered late, during a leader election), the grant first
 //     confirms the session again with a sync and a read, and the lease
 //     runs from that sync: otherwise the rule below would give the hold up
-//     as soon as Lock returned (TestLateCreateGrantIsConfirmedAgain).
+//     as soon as Lock returned (TestLateCreateGrantIsConfirmedAgain). A
+//     grant whose session nothing confirmed within that rule's limit, not
+//     even the heartbeats while the sync ran, fails with ErrUnavailable.
 //   - Done is closed (Hold.Lost) when the node is deleted (an operator, or
 //     the lease running out), when the connection comes back with a new
 //     session (the old one expired: its nodes are gone), and already when
