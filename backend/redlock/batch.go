@@ -372,9 +372,12 @@ func weight(c *call) int {
 // new ones. With 100,000 holds at a 3s TTL through one Locker on 2 cores
 // (5 instances), acquires sent first took the capacity the renewals
 // needed and a third to a half of the holds were lost while the last ones
-// were acquired; with overdue renewals first none was lost, and the
-// acquires slowed down instead (or failed with ErrUnavailable once the
-// instances could not answer them in time).
+// were acquired. With overdue renewals first the acquires slow down
+// instead (or fail with ErrUnavailable once the instances cannot answer
+// them in time): one run kept all 82,557 holds it had taken. This moves
+// capacity, it does not add any: when the renewals alone are more than
+// the instances can do, holds are still lost (another run took all
+// 100,000 over 130s and lost 20,158).
 func (b *batcher) take(now time.Time) []*call {
 	overdue := len(b.bulk) > 0 && now.Sub(b.bulk[0].queued) >= renewalsOverdue
 	n := 0

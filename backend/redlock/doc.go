@@ -54,9 +54,10 @@
 // and no pipeline keeps an instance busy past the timeout. Once a renewal
 // has waited 50ms in the queue the order turns round: the instances (or
 // this client) are not keeping up, and the renewals of the locks already
-// held go first, acquires getting the room they leave. At capacity a
-// Locker then keeps every hold and a new Lock fails with ErrUnavailable,
-// rather than holds being lost under their holders. Renewals cost
+// held go first, acquires getting the room they leave: new Locks slow
+// down, or fail with ErrUnavailable, before holds are lost under their
+// holders. When the renewals alone exceed what the instances can do, holds
+// are lost all the same (BENCHMARKS.md, many holds at a 3s TTL). Renewals cost
 // one script call per 256 holds, not one per hold: the portable layer
 // renews the holds that fall due together through RenewBatch, which sends
 // each instance RenewMany calls that check and extend each key as the
