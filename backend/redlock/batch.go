@@ -52,7 +52,8 @@ type batcher struct {
 	index  int       // its index in Driver.inst
 
 	mu       sync.Mutex
-	queue    []*call // acquires, releases, reads: sent first, unless renewals are overdue
+	relief   []*call // releases: always sent first (see take)
+	queue    []*call // acquires, reads: sent next, unless renewals are overdue
 	bulk     []*call // renewals: the room other requests leave (see take)
 	flushers int
 	parked   int                   // flushers waiting for work, each woken by one value sent on wake
@@ -347,6 +348,10 @@ func (b *batcher) enqueue(c *call) {
 		b.bulk = append(b.bulk, c)
 		return
 	}
+	if c.req.script == redislua.Release {
+		b.relief = append(b.relief, c)
+		return
+	}
 	b.queue = append(b.queue, c)
 }
 
@@ -359,27 +364,34 @@ func weight(c *call) int {
 	return 1
 }
 
-// take removes the next pipeline's requests from the queues at now: at
-// most maxPipeline of weight; a renewal heavier than what is left waits
-// for the next pipeline, unless the pipeline would be empty. b.mu held.
+// take removes the next pipeline's requests from the queues at now: up to
+// maxPipeline releases, and at most maxPipeline of weight besides; a
+// renewal heavier than what is left waits for the next pipeline, unless
+// it would be the only one. b.mu held.
 //
-// Other requests (acquires, releases) go first: a burst of renewals due
-// together has most of a third of its leases to get through, and an
-// acquire should not wait for it. But once the oldest queued renewal has
-// waited renewalsOverdue, the renewals go first and the other requests
-// get the room they leave: the instance (or this client) is not keeping
-// up, and what it can do goes to the locks already held rather than to
-// new ones. With 100,000 holds at a 3s TTL through one Locker on 2 cores
-// (5 instances), acquires sent first took the capacity the renewals
-// needed and a third to a half of the holds were lost while the last ones
-// were acquired. With overdue renewals first the acquires slow down
-// instead (or fail with ErrUnavailable once the instances cannot answer
-// them in time): one run kept all 82,557 holds it had taken. This moves
-// capacity, it does not add any: when the renewals alone are more than
-// the instances can do, holds are still lost (another run took all
-// 100,000 over 130s and lost 20,158).
+// Releases go first, always, and on top of the rest (they take no room
+// from the renewals, which would otherwise wait as long as releases kept
+// coming): each ends a hold (one renewal less to send) or hands a key to
+// the waiter next in line, and an Unlock should not wait for the work of
+// other holds. Other requests (acquires, reads) go next:
+// a burst of renewals due together has most of a third of its leases to
+// get through, and an acquire should not wait for it. But once the oldest
+// queued renewal has waited renewalsOverdue, the renewals go before them
+// and they get the room the renewals leave: the instance (or this client)
+// is not keeping up, and what it can do goes to the locks already held
+// rather than to new ones. With 100,000 holds at a 3s TTL through one
+// Locker on 2 cores (5 instances), acquires sent first took the capacity
+// the renewals needed and a third to a half of the holds were lost while
+// the last ones were acquired. With overdue renewals first the acquires
+// slow down instead (or fail with ErrUnavailable once the instances cannot
+// answer them in time): one run kept all 82,557 holds it had taken. This
+// moves capacity, it does not add any: when the renewals alone are more
+// than the instances can do, holds are still lost (another run took all
+// 100,000 over 130s and lost 20,158). Releases rode with the acquires at
+// first, and so waited behind a standing backlog of overdue renewals too.
 func (b *batcher) take(now time.Time) []*call {
 	overdue := len(b.bulk) > 0 && now.Sub(b.bulk[0].queued) >= renewalsOverdue
+	r := min(len(b.relief), maxPipeline)
 	n := 0
 	if !overdue {
 		n = min(len(b.queue), maxPipeline)
@@ -395,13 +407,14 @@ func (b *batcher) take(now time.Time) []*call {
 	if overdue {
 		n = min(len(b.queue), max(maxPipeline-w, 0))
 	}
-	if n+m == 0 {
+	if r+n+m == 0 {
 		return nil
 	}
-	batch := make([]*call, 0, n+m)
+	batch := make([]*call, 0, r+n+m)
+	batch = append(batch, b.relief[:r]...)
 	batch = append(batch, b.queue[:n]...)
 	batch = append(batch, b.bulk[:m]...)
-	b.queue, b.bulk = rest(b.queue, n), rest(b.bulk, m)
+	b.relief, b.queue, b.bulk = rest(b.relief, r), rest(b.queue, n), rest(b.bulk, m)
 	return batch
 }
 

@@ -27,11 +27,11 @@ func TestBatcherSendsOtherRequestsBeforeRenewals(t *testing.T) {
 	b.enqueue(rel)
 
 	first := b.take(time.Now())
-	if len(first) != maxPipeline {
-		t.Fatalf("first pipeline: %d requests; want at most %d", len(first), maxPipeline)
+	if len(first) != maxPipeline+1 {
+		t.Fatalf("first pipeline: %d requests; want %d and the release", len(first), maxPipeline)
 	}
-	if first[0] != acq || first[1] != rel {
-		t.Fatal("the acquire and release queued behind a burst of renewals are not the first requests sent")
+	if first[0] != rel || first[1] != acq {
+		t.Fatal("the release and acquire queued behind a burst of renewals are not the first requests sent")
 	}
 	sent := len(first)
 	for p := b.take(time.Now()); len(p) > 0; p = b.take(time.Now()) {
@@ -48,7 +48,7 @@ func TestBatcherSendsOtherRequestsBeforeRenewals(t *testing.T) {
 	if sent != burst+2 {
 		t.Fatalf("%d requests sent; want %d", sent, burst+2)
 	}
-	if b.queue != nil || b.bulk != nil {
+	if b.relief != nil || b.queue != nil || b.bulk != nil {
 		t.Fatal("the queues keep their arrays after they were drained")
 	}
 }
@@ -95,6 +95,48 @@ func TestBatcherSendsOverdueRenewalsFirst(t *testing.T) {
 	b.enqueue(acq)
 	if p := b.take(time.Now().Add(renewalsOverdue)); len(p) != 2 || p[0] != acq || p[1] != many {
 		t.Fatalf("an overdue RenewMany of 200 and an acquire: %d calls in the pipeline; want both", len(p))
+	}
+}
+
+// Releases go out first, before acquires and before renewals, overdue or
+// not: each ends a hold, and an Unlock must not wait behind the renewals
+// of other holds; and overdue renewals still go out while releases keep
+// coming.
+func TestBatcherSendsReleasesFirst(t *testing.T) {
+	var b batcher
+	var renewals []*call
+	for range 3 {
+		c := &call{req: renewManyRequest(manyStates(maxPipeline), seq(maxPipeline))}
+		renewals = append(renewals, c)
+		b.enqueue(c)
+	}
+	acq := &call{req: request{script: redislua.Acquire}}
+	var rels []*call
+	queue := func() {
+		for _, rel := range rels {
+			b.enqueue(rel)
+		}
+	}
+	b.enqueue(acq)
+	for range 3 {
+		rels = append(rels, &call{req: request{script: redislua.Release}})
+	}
+	queue()
+	first := b.take(time.Now())
+	if len(first) != len(rels)+1 || first[0] != rels[0] || first[1] != rels[1] || first[2] != rels[2] || first[3] != acq {
+		t.Fatalf("renewals not overdue: %d calls; want the releases, then the acquire", len(first))
+	}
+	// Overdue renewals: the releases still go first, and the renewals go
+	// with them (releases that kept coming must not hold them back).
+	for k := range renewals {
+		queue()
+		p := b.take(time.Now().Add(renewalsOverdue))
+		if len(p) != len(rels)+1 || p[0] != rels[0] || p[1] != rels[1] || p[2] != rels[2] || p[3] != renewals[k] {
+			t.Fatalf("overdue renewals, pipeline %d: %d calls; want the releases, then the RenewMany queued %d-th", k, len(p), k)
+		}
+	}
+	if b.relief != nil || b.queue != nil || b.bulk != nil {
+		t.Fatal("requests left in the queues")
 	}
 }
 
