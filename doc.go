@@ -68,9 +68,13 @@
 // at most half a step early or late), so holds granted close together fall due
 // together, and a backend that implements driver.BatchRenewer renews all
 // of them in one call (a Redis pipeline, one keepalive of a shared etcd
-// lease). A backend that implements driver.LossNotifier reports losses
-// through a callback, without a goroutine per hold waiting on its loss
-// channel.
+// lease). An Unlock waits for a renewal of its hold in flight, so that
+// none reaches the store after the release, except a batched one on a
+// backend whose renewals are owner-checked (driver.OwnerCheckedRenewer:
+// Redis and Redlock), which changes nothing after the release: there an
+// Unlock does not wait for the renewals of every hold due with its own. A
+// backend that implements driver.LossNotifier reports losses through a
+// callback, without a goroutine per hold waiting on its loss channel.
 //
 // Backends register a URL scheme (Register, Open), as database/sql drivers
 // do; each also has a constructor taking a client the program already has.

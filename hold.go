@@ -241,15 +241,20 @@ func (h *hold) lose(err error) {
 }
 
 // finish ends the hold for Unlock. A renewal the watchdog has in flight is
-// cancelled and waited for, so that none reaches the backend after Unlock.
-// It reports whether the hold had been lost before.
+// cancelled and waited for, so that none reaches the backend after Unlock;
+// a batched one is only left (and cancelled once every hold in it has
+// left it) when the driver's renewals are owner-checked
+// (driver.OwnerCheckedRenewer): it may take as long as the renewals of all
+// the holds due with this one, and reaching the store after the release
+// it changes nothing there. It reports whether the hold had been lost
+// before.
 func (h *hold) finish(why error) (wasLost bool) {
 	h.end(nil, why)
 	<-h.done // ended by another call, which may still be telling the observers
 	h.mu.Lock()
 	fl := h.fl
 	var flying chan struct{}
-	if fl != nil {
+	if fl != nil && (fl.cancel != nil || !h.m.l.ownerChecked) {
 		if fl.done == nil {
 			fl.done = make(chan struct{})
 		}
@@ -259,6 +264,8 @@ func (h *hold) finish(why error) (wasLost bool) {
 	h.mu.Unlock()
 	if fl != nil {
 		fl.stop()
+	}
+	if flying != nil {
 		<-flying
 	}
 	return lost

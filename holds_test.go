@@ -309,3 +309,80 @@ func TestUnlockCancelsTheBatchOnceEveryHoldLeft(t *testing.T) {
 		}
 	}
 }
+
+// ownerCheckedStaller is stallingBatcher for a driver whose renewals are
+// owner-checked (driver.OwnerCheckedRenewer).
+type ownerCheckedStaller struct{ stallingBatcher }
+
+func (ownerCheckedStaller) OwnerCheckedRenewals() bool { return true }
+
+// When the driver's renewals are owner-checked, an Unlock does not wait for
+// the renewal batch its hold is in: it releases at once, the batch is
+// still cancelled once every hold in it has left, its late answer changes
+// nothing (the hold stays unlocked, not lost), and Close waits for it.
+func TestUnlockLeavesAnOwnerCheckedBatch(t *testing.T) {
+	store := memory.NewStore()
+	b := ownerCheckedStaller{stallingBatcher{
+		batchCounter: &batchCounter{Locker: store.Driver()},
+		entered:      make(chan int, 2), ended: make(chan error, 2), returned: new(atomic.Int32),
+	}}
+	l, err := dlock.NewLocker(b, dlock.WithTTL(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := holdMany(t, l, 2, "c")
+	calls := 0
+	for got := 0; got < len(ms); calls++ {
+		select {
+		case n := <-b.entered:
+			got += n
+		case <-time.After(10 * time.Second):
+			t.Fatal("no renewal batch within 10s of the grants")
+		}
+	}
+	for i, m := range ms {
+		if err := m.Unlock(context.Background()); err != nil {
+			t.Fatalf("Unlock %d: %v", i, err)
+		}
+		if b.returned.Load() != 0 {
+			t.Fatal("the renewal batch returned before the Unlocks: nothing was left in flight")
+		}
+	}
+	// Released at once: another Locker takes the keys while the batch is
+	// still in flight.
+	other, err := dlock.NewLocker(store.Driver())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	for _, m := range ms {
+		m2, err := other.NewMutex(m.Key())
+		if err == nil {
+			err = m2.TryLock(context.Background())
+		}
+		if err != nil {
+			t.Fatalf("TryLock(%q) by another Locker after Unlock: %v", m.Key(), err)
+		}
+	}
+	for range calls {
+		select {
+		case err := <-b.ended:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("the renewal call ended with %v; want it cancelled once its holds were unlocked", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the renewal call went on for 10s after every hold in it was unlocked")
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.returned.Load(); int(n) != calls {
+		t.Fatalf("Close returned with %d of %d renewal calls returned", n, calls)
+	}
+	for _, m := range ms {
+		if err := m.Err(); !errors.Is(err, dlock.ErrUnlocked) {
+			t.Fatalf("Err after the late batch answered: %v; want ErrUnlocked", err)
+		}
+	}
+}

@@ -40,6 +40,7 @@ type locker struct {
 	gates             gates
 	sched             *scheduler          // the renewal watchdog of every hold
 	lossN             driver.LossNotifier // nil unless the driver calls back on loss
+	ownerChecked      bool                // the driver's renewals change only their own holds (driver.OwnerCheckedRenewer)
 	wg                sync.WaitGroup      // scheduler and Lost watcher goroutines
 
 	mu       sync.Mutex
@@ -80,6 +81,9 @@ func NewLocker(d driver.Locker, opts ...Option) (Locker, error) {
 	}
 	if ln, ok := d.(driver.LossNotifier); ok {
 		l.lossN = ln
+	}
+	if oc, ok := d.(driver.OwnerCheckedRenewer); ok {
+		l.ownerChecked = oc.OwnerCheckedRenewals()
 	}
 	l.sched = newScheduler(l)
 	if lm, ok := d.(driver.Limiter); ok {

@@ -29,6 +29,9 @@
 //   - [BatchRenewer]: renews many holds in one call (a pipeline, one
 //     request for a shared lease). The portable layer's renewal scheduler
 //     hands it every hold that is due at once, instead of one Renew each.
+//   - [OwnerCheckedRenewer]: a renewal changes the store only while the
+//     hold is still the holder there, so that Unlock need not wait for a
+//     batched renewal in flight before it releases.
 //   - [LossNotifier]: calls back when a hold is lost, so that the portable
 //     layer needs no goroutine per hold to wait on Hold.Lost.
 //   - [Recorder]: a small value per key, apart from its lock, written once
@@ -200,6 +203,29 @@ type Limiter interface {
 // of the whole call (the server unreachable) is that error for every hold.
 type BatchRenewer interface {
 	RenewBatch(ctx context.Context, hs []Hold) ([]time.Duration, []error)
+}
+
+// OwnerCheckedRenewer is implemented by drivers whose renewal of a hold
+// changes the store only while that hold is the key's holder there (the
+// Redis backends' compare-and-PEXPIRE on the hold's own Owner): a renewal
+// that arrives after the hold's release, or after another holder took
+// the key, changes nothing.
+//
+// The portable layer otherwise makes an Unlock wait for a renewal of the
+// hold in flight, so that none reaches the store after the release. A
+// batched renewal (BatchRenewer) returns when every hold in it was
+// renewed: with many holds due together on a busy store, that can take
+// most of a renewal interval, and every Unlock of one of them would wait
+// as long. When OwnerCheckedRenewals reports true, an Unlock stops waiting
+// for a batched renewal (the call still runs, and Close still waits for
+// it) and releases at once; a single renewal (Renew) is still cancelled
+// and waited for.
+//
+// The one effect a late renewal can have: when the release did not reach
+// the store (an error, an instance that did not answer), the lock it left
+// behind there may be extended by one more TTL before it expires.
+type OwnerCheckedRenewer interface {
+	OwnerCheckedRenewals() bool
 }
 
 // LossNotifier is implemented by drivers whose holds carry a Lost channel

@@ -11,7 +11,16 @@ import (
 	"github.com/dlock-go/dlock/internal/redislua"
 )
 
-var _ driver.BatchRenewer = (*redisDriver)(nil)
+var (
+	_ driver.BatchRenewer        = (*redisDriver)(nil)
+	_ driver.OwnerCheckedRenewer = (*redisDriver)(nil)
+)
+
+// OwnerCheckedRenewals reports true: the renew script extends a lock only
+// while its value is the hold's own Owner, which no later hold shares, so
+// a renewal that reaches the server after the release changes nothing, and
+// Unlock need not wait for the batch it is in.
+func (d *redisDriver) OwnerCheckedRenewals() bool { return true }
 
 // RenewBatch renews many holds in one pipeline of the renew script (on a
 // Cluster, go-redis splits the pipeline by node: one round trip per node),

@@ -48,15 +48,18 @@
 // once. Requests of concurrent callers to one instance share pipelines
 // ("multiplexing", in the words of the Redlock page), so a burst of a
 // thousand acquires costs a few round trips per instance. A pipeline
-// carries at most 256 requests, renewals after every other kind: when the
-// renewals of many thousands of holds fall due together, an acquire or a
-// release goes out in the next pipeline instead of waiting behind them all,
-// and no pipeline keeps an instance busy past the timeout. Once a renewal
-// has waited 50ms in the queue the order turns round: the instances (or
-// this client) are not keeping up, and the renewals of the locks already
-// held go first, acquires getting the room they leave: new Locks slow
+// carries at most 256 requests besides releases, releases first,
+// renewals after every other kind: when the renewals of many thousands of
+// holds fall due together, an acquire or a release goes out in the next
+// pipeline instead of waiting behind them all, and no pipeline keeps an
+// instance busy past the timeout. Once a renewal has waited 50ms in the
+// queue the order turns round for acquires: the instances (or this
+// client) are not keeping up, and the renewals of the locks already held
+// go before them, acquires getting the room they leave: new Locks slow
 // down, or fail with ErrUnavailable, before holds are lost under their
-// holders. When the renewals alone exceed what the instances can do, holds
+// holders. Releases still go first (each is one hold less to renew), and
+// an Unlock does not wait for the renewal batch its hold is in (the
+// renewals are owner-checked, driver.OwnerCheckedRenewer). When the renewals alone exceed what the instances can do, holds
 // are lost all the same (BENCHMARKS.md, many holds at a 3s TTL). Renewals cost
 // one script call per 256 holds, not one per hold: the portable layer
 // renews the holds that fall due together through RenewBatch, which sends

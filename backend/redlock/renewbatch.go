@@ -8,6 +8,16 @@ import (
 	"github.com/dlock-go/dlock/internal/redislua"
 )
 
+var _ driver.OwnerCheckedRenewer = (*Driver)(nil)
+
+// OwnerCheckedRenewals reports true: on every instance the renewal extends
+// the lock only while its value is the hold's own Owner, which no later
+// hold shares, so a renewal that reaches an instance after the release
+// changes nothing there, and Unlock need not wait for the batch it is in
+// (with 100,000 holds at a 3s TTL a batch waited for its turn behind the
+// others due with it, and the holds were released a few hundred a second).
+func (d *Driver) OwnerCheckedRenewals() bool { return true }
+
 // renewChunk is how many holds one RenewMany call renews: a pipeline's
 // worth (maxPipeline), so that no call keeps an instance busy longer than
 // a pipeline of single requests would.
