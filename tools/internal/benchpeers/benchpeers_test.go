@@ -62,6 +62,9 @@ func checkShape(t *testing.T, cfg Config, rs []Result, names []string, dlockName
 			if r.Held != r.Holds || r.Lost != 0 {
 				t.Errorf("%s: held %d of %d, lost %d", k, r.Held, r.Holds, r.Lost)
 			}
+			if r.ReleaseSeconds <= 0 || r.ReleaseErrors != 0 {
+				t.Errorf("%s: release took %vs with %d Unlock errors (%s); want timed, none", k, r.ReleaseSeconds, r.ReleaseErrors, r.Error)
+			}
 		default:
 			if r.Acquisitions == 0 {
 				t.Errorf("%s: no acquisition", k)
@@ -80,7 +83,7 @@ func checkShape(t *testing.T, cfg Config, rs []Result, names []string, dlockName
 	WriteMarkdown(&buf, Meta{Command: "test", Started: time.Now(), Finished: time.Now(), Machine: Machine(), Config: cfg}, rs)
 	md := buf.String()
 	for _, h := range []string{"| nproc |", "## uncontended", "## parallel-keys", "## contended across processes: 2 workers",
-		"## many holds", "## ratios dlock / peer", "## goals of issue 22"} {
+		"## many holds", "| release s |", "## ratios dlock / peer", "## goals of issue 22"} {
 		if !strings.Contains(md, h) {
 			t.Errorf("report lacks %q", h)
 		}

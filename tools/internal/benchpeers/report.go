@@ -338,16 +338,17 @@ func WriteMarkdown(w io.Writer, meta Meta, rs []Result) {
 	if cfg.wants(ScenManyHolds) {
 		p("## many holds: %d keys held through one Locker, kept %v once held (one run each)\n\n", cfg.Holds, cfg.HoldFor)
 		p("Acquired by 32 goroutines within %v; goroutines and live heap measured while all are held, less\n", cfg.AcquireBudget)
-		p("before; lost = holds whose Done closed while held; renew RT = client round trips per hold per second while held (Redis).\n")
+		p("before; lost = holds whose Done closed while held; renew RT = client round trips per hold per second while held (Redis);\n")
+		p("release s = Unlock of all that were held, 32 at a time.\n")
 		p("The live heap is what a forced collection found reachable (runtime/metrics /gc/heap/live:bytes); HeapAlloc after\n")
 		p("it would also count the renewals' garbage allocated while it ran, which no hold keeps.\n\n")
-		p("| system | TTL | held | acquire s | goroutines/hold | heap B/hold | lost | renew RT/hold/s | error |\n|---|---|--:|--:|--:|--:|--:|--:|---|\n")
+		p("| system | TTL | held | acquire s | release s | goroutines/hold | heap B/hold | lost | renew RT/hold/s | error |\n|---|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
 		for _, r := range rs {
 			if r.Scenario != ScenManyHolds {
 				continue
 			}
-			p("| %s | %s | %d/%d | %.1f | %.3f | %.0f | %d | %s | %s |\n", r.System, r.TTL, r.Held, r.Holds, r.AcquireSeconds,
-				r.GoroutinesPerHold, r.HeapPerHold, r.Lost, fnum(r.RenewRTPerHoldSec, 3), r.Error)
+			p("| %s | %s | %d/%d | %.1f | %.1f | %.3f | %.0f | %d | %s | %s |\n", r.System, r.TTL, r.Held, r.Holds, r.AcquireSeconds,
+				r.ReleaseSeconds, r.GoroutinesPerHold, r.HeapPerHold, r.Lost, fnum(r.RenewRTPerHoldSec, 3), r.Error)
 		}
 		p("\n")
 	}

@@ -87,6 +87,8 @@ type Result struct {
 	Holds             int      `json:"holds,omitempty"`
 	Held              int      `json:"held,omitempty"`
 	AcquireSeconds    float64  `json:"acquire_seconds,omitempty"`
+	ReleaseSeconds    float64  `json:"release_seconds,omitempty"` // Unlock of all held, 32 at a time
+	ReleaseErrors     int      `json:"release_errors,omitempty"`  // Unlocks that failed other than with ErrLockLost
 	GoroutinesPerHold float64  `json:"goroutines_per_hold,omitempty"`
 	HeapPerHold       float64  `json:"heap_bytes_per_hold,omitempty"`
 	Lost              int      `json:"lost,omitempty"`
@@ -616,8 +618,11 @@ func runManyHolds(ctx context.Context, cfg Config, s system, ttl time.Duration) 
 	}
 	// Release them, in parallel, bounded.
 	var rel atomic.Int64
+	var relMu sync.Mutex
+	var relErr error
 	rctx, rcancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer rcancel()
+	start = time.Now()
 	for range 32 {
 		wg.Add(1)
 		go func() {
@@ -627,13 +632,23 @@ func runManyHolds(ctx context.Context, cfg Config, s system, ttl time.Duration) 
 				if i >= len(held) {
 					return
 				}
-				if err := held[i].Unlock(rctx); err != nil && !errors.Is(err, dlock.ErrLockLost) && r.Error == "" {
-					_ = err // lost ones are already counted
+				// Lost ones are already counted.
+				if err := held[i].Unlock(rctx); err != nil && !errors.Is(err, dlock.ErrLockLost) {
+					relMu.Lock()
+					r.ReleaseErrors++
+					if relErr == nil {
+						relErr = err
+					}
+					relMu.Unlock()
 				}
 			}
 		}()
 	}
 	wg.Wait()
+	r.ReleaseSeconds = time.Since(start).Seconds()
+	if relErr != nil && r.Error == "" {
+		r.Error = fmt.Sprintf("%d Unlocks failed, the first: %v", r.ReleaseErrors, relErr)
+	}
 	return r
 }
 
