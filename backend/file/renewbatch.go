@@ -10,7 +10,17 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-var _ driver.BatchRenewer = (*fileDriver)(nil)
+var (
+	_ driver.BatchRenewer        = (*fileDriver)(nil)
+	_ driver.OwnerCheckedRenewer = (*fileDriver)(nil)
+)
+
+// OwnerCheckedRenewals reports true: a renewal extends the lease only when
+// the key's file, flocked and still the one at its path, names this hold's
+// owner and token, and a release clears the owner under the same flock, so
+// a renewal that comes after the release changes nothing, and Unlock need
+// not wait for the batch it is in.
+func (d *fileDriver) OwnerCheckedRenewals() bool { return true }
 
 // RenewBatch renews hs, each exactly as Renew would, on as many
 // goroutines as the process has cores (GOMAXPROCS), the caller's among
