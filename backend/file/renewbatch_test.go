@@ -75,38 +75,10 @@ func BenchmarkRenewBatch(b *testing.B) {
 	conformance.BenchRenewBatch(b, d, hs)
 }
 
-// A renewal that comes after the release changes nothing, even once
-// another owner holds the key: what OwnerCheckedRenewals promises, and
-// what lets an Unlock leave the renewal batch its hold is in.
-func TestRenewAfterReleaseChangesNothing(t *testing.T) {
+// A renewal that comes after the release changes nothing: what lets an
+// Unlock leave the renewal batch its hold is in.
+func TestOwnerCheckedRenewals(t *testing.T) {
 	d := newDriver(t.TempDir())
 	t.Cleanup(func() { _ = d.Close() })
-	if !d.OwnerCheckedRenewals() {
-		t.Fatal("OwnerCheckedRenewals is false")
-	}
-	ctx := context.Background()
-	old := acquireKeys(t, d, 1, time.Second)[0]
-	if err := d.Release(ctx, old); err != nil {
-		t.Fatal(err)
-	}
-	next, err := d.TryAcquire(ctx, driver.Request{Key: "k0", TTL: time.Second, Owner: "next"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	old.TTL = time.Minute
-	if _, errs := d.RenewBatch(ctx, []driver.Hold{old}); !errors.Is(errs[0], driver.ErrNotHeld) {
-		t.Fatalf("renewal of a released hold: %v; want ErrNotHeld", errs[0])
-	}
-	if _, err := d.Renew(ctx, old); !errors.Is(err, driver.ErrNotHeld) {
-		t.Fatalf("Renew of a released hold: %v; want ErrNotHeld", err)
-	}
-	// The next holder's lease is still its own second.
-	time.Sleep(1100 * time.Millisecond)
-	h, err := d.TryAcquire(ctx, driver.Request{Key: "k0", TTL: time.Second, Owner: "third"})
-	if err != nil {
-		t.Fatalf("acquire after the next holder's lease ran out: %v; the late renewal extended it", err)
-	}
-	if h.Token <= next.Token {
-		t.Fatalf("token %d after %d", h.Token, next.Token)
-	}
+	conformance.CheckOwnerCheckedRenewals(t, d, "late")
 }

@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/conformance"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -237,50 +238,17 @@ func TestRenewBatchOwnership(t *testing.T) {
 	})
 }
 
-// A renewal that comes after the release changes nothing, even once
-// another owner holds the key: what OwnerCheckedRenewals promises, and
-// what lets an Unlock leave the renewal batch its hold is in.
-func TestRenewAfterReleaseChangesNothing(t *testing.T) {
+// A renewal that comes after the release changes nothing: what lets an
+// Unlock leave the renewal batch its hold is in.
+func TestOwnerCheckedRenewals(t *testing.T) {
 	eachTopology(t, func(t *testing.T, endpoint string) {
 		raw := withParams(t, endpoint, "prefix", testPrefix)
 		c, _ := countedClient(t, raw)
-		ctx := context.Background()
-		d, err := newDriver(ctx, c, Config{Prefix: testPrefix}, true)
+		d, err := newDriver(context.Background(), c, Config{Prefix: testPrefix}, true)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = d.Close() })
-		if !d.OwnerCheckedRenewals() {
-			t.Fatal("OwnerCheckedRenewals is false")
-		}
-		key := "late-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-		old, err := d.TryAcquire(ctx, driver.Request{Key: key, TTL: time.Second, Owner: "old"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Release(ctx, old); err != nil {
-			t.Fatal(err)
-		}
-		next, err := d.TryAcquire(ctx, driver.Request{Key: key, TTL: time.Second, Owner: "next"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		old.TTL = time.Minute
-		if _, errs := d.RenewBatch(ctx, []driver.Hold{old}); !errors.Is(errs[0], driver.ErrNotHeld) {
-			t.Fatalf("renewal of a released hold: %v; want ErrNotHeld", errs[0])
-		}
-		if _, err := d.Renew(ctx, old); !errors.Is(err, driver.ErrNotHeld) {
-			t.Fatalf("Renew of a released hold: %v; want ErrNotHeld", err)
-		}
-		// The next holder's lease is still its own second.
-		time.Sleep(1100 * time.Millisecond)
-		h, err := d.TryAcquire(ctx, driver.Request{Key: key, TTL: time.Second, Owner: "third"})
-		if err != nil {
-			t.Fatalf("acquire after the next holder's lease ran out: %v; the late renewal extended it", err)
-		}
-		if h.Token <= next.Token {
-			t.Fatalf("token %d after %d", h.Token, next.Token)
-		}
-		_ = d.Release(ctx, h)
+		conformance.CheckOwnerCheckedRenewals(t, d, "late-"+strconv.FormatInt(time.Now().UnixNano(), 36))
 	})
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend/redlock"
+	"github.com/dlock-go/dlock/conformance"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -263,44 +264,14 @@ func TestRenewBatchLoadsTheScriptAgain(t *testing.T) {
 	}
 }
 
-// A renewal that comes after the release changes nothing, even once
-// another owner holds the key on every instance: what OwnerCheckedRenewals
-// promises, and what lets an Unlock leave the renewal batch its hold is
-// in.
-func TestRenewAfterReleaseChangesNothing(t *testing.T) {
+// A renewal that comes after the release changes nothing: what lets an
+// Unlock leave the renewal batch its hold is in.
+func TestOwnerCheckedRenewals(t *testing.T) {
 	cs, _ := countedClients(t)
 	d, err := redlock.NewDriver(cs, redlock.Config{Prefix: testPrefix()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Close() })
-	if !d.OwnerCheckedRenewals() {
-		t.Fatal("OwnerCheckedRenewals is false")
-	}
-	ctx := context.Background()
-	old := acquireMany(t, d, "k", 1)[0]
-	if err := d.Release(ctx, old); err != nil {
-		t.Fatal(err)
-	}
-	next, err := d.TryAcquire(ctx, driver.Request{Key: "k0", TTL: time.Second, Owner: "next"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	old.TTL = time.Minute
-	if _, errs := d.RenewBatch(ctx, []driver.Hold{old}); !errors.Is(errs[0], driver.ErrLockLost) {
-		t.Fatalf("renewal of a released hold: %v; want ErrLockLost", errs[0])
-	}
-	if _, err := d.Renew(ctx, old); !errors.Is(err, driver.ErrLockLost) {
-		t.Fatalf("Renew of a released hold: %v; want ErrLockLost", err)
-	}
-	// The next holder's lease is still its own second.
-	time.Sleep(1100 * time.Millisecond)
-	h, err := d.TryAcquire(ctx, driver.Request{Key: "k0", TTL: time.Second, Owner: "third"})
-	if err != nil {
-		t.Fatalf("acquire after the next holder's lease ran out: %v; the late renewal extended it", err)
-	}
-	if h.Token <= next.Token {
-		t.Fatalf("token %d after %d", h.Token, next.Token)
-	}
-	_ = d.Release(ctx, h)
+	conformance.CheckOwnerCheckedRenewals(t, d, "late")
 }
