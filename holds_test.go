@@ -241,6 +241,23 @@ func (b stallingBatcher) RenewBatch(ctx context.Context, hs []driver.Hold) ([]ti
 	return make([]time.Duration, len(hs)), errs
 }
 
+// waitCancelled waits for n renewal calls to end, each cancelled.
+func (b stallingBatcher) waitCancelled(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case err := <-b.ended:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("the renewal call ended with %v; want it cancelled once its holds were unlocked", err)
+			}
+		case <-time.After(10 * time.Second):
+			// Its deadline, the holds' loss, would have ended it sooner:
+			// the error above tells the two apart.
+			t.Fatal("the renewal call went on for 10s after every hold in it was unlocked")
+		}
+	}
+}
+
 // A renewal batch in flight is cancelled once every hold in it has been
 // unlocked, not before, and not only when its deadline comes; each Unlock
 // waits for the call to return, so that no renewal reaches the backend
@@ -291,18 +308,7 @@ func TestUnlockCancelsTheBatchOnceEveryHoldLeft(t *testing.T) {
 		go unlock(ms[0])
 		go unlock(ms[1])
 	}
-	for range calls {
-		select {
-		case err := <-b.ended:
-			if !errors.Is(err, context.Canceled) {
-				t.Fatalf("the renewal call ended with %v; want it cancelled once its holds were unlocked", err)
-			}
-		case <-time.After(10 * time.Second):
-			// Its deadline, the holds' loss, would have ended it sooner:
-			// the error above tells the two apart.
-			t.Fatal("the renewal call went on for 10s after every hold in it was unlocked")
-		}
-	}
+	b.waitCancelled(t, len(calls))
 	for range ms {
 		if err := <-unlocked; err != nil {
 			t.Fatal(err)
@@ -364,16 +370,7 @@ func TestUnlockLeavesAnOwnerCheckedBatch(t *testing.T) {
 			t.Fatalf("TryLock(%q) by another Locker after Unlock: %v", m.Key(), err)
 		}
 	}
-	for range calls {
-		select {
-		case err := <-b.ended:
-			if !errors.Is(err, context.Canceled) {
-				t.Fatalf("the renewal call ended with %v; want it cancelled once its holds were unlocked", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("the renewal call went on for 10s after every hold in it was unlocked")
-		}
-	}
+	b.waitCancelled(t, calls)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
