@@ -222,9 +222,11 @@ func uncontended(gs *goals, rs []Result) {
 	unc("etcd", sysEtcd, sysEtcdMutex, 1.0, func(d, b *Result) string {
 		return fmt.Sprintf("Not a request more: %s server requests per Lock+Unlock, as concurrency.Mutex (%s): a transaction that "+
 			"queues the entry and reads its predecessor, and a delete guarded by the entry's revision. The gap is %.0f µs a cycle "+
-			"(wait p50 %.2f against %.2f ms) on a cycle of %.0f µs, most of which is etcd's disk sync. The gap is client work around "+
-			"the same two requests (the shared lease's turn, the hold's bookkeeping; compare allocations with go test -bench "+
-			"'VsConcurrency/Uncontended' -benchmem ./backend/etcd/); the Locker's loss watch does not run for holds this short.",
+			"(wait p50 %.2f against %.2f ms) on a cycle of %.0f µs, most of which is etcd's disk sync. With the same two requests, "+
+			"what is left is client work around them (the shared lease's turn, the hold's bookkeeping; compare allocations with "+
+			"go test -bench 'VsConcurrency/Uncontended' -benchmem ./backend/etcd/) and the spread between runs of a scenario "+
+			"bound by a disk sync, which one run of medians does not separate from a gap this small; the Locker's loss watch "+
+			"does not run for holds this short.",
 			fnum(d.CmdsPerAcq, 1), fnum(b.CmdsPerAcq, 1), 1e6/d.AcqPerSec-1e6/b.AcqPerSec, d.WaitP50, b.WaitP50, 1e6/d.AcqPerSec)
 	})
 	unc("ZooKeeper", sysZK, sysZKLock, 1.0, func(d, b *Result) string {
