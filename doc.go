@@ -71,7 +71,7 @@
 // lease). An Unlock waits for a renewal of its hold in flight, so that
 // none reaches the store after the release, except a batched one on a
 // backend whose renewals are owner-checked (driver.OwnerCheckedRenewer:
-// Redis and Redlock), which changes nothing after the release: there an
+// Redis, Redlock, file), which changes nothing after the release: there an
 // Unlock does not wait for the renewals of every hold due with its own. A
 // backend that implements driver.LossNotifier reports losses through a
 // callback, without a goroutine per hold waiting on its loss channel.

@@ -207,7 +207,8 @@ type BatchRenewer interface {
 
 // OwnerCheckedRenewer is implemented by drivers whose renewal of a hold
 // changes the store only while that hold is the key's holder there (the
-// Redis backends' compare-and-PEXPIRE on the hold's own Owner): a renewal
+// Redis backends' compare-and-PEXPIRE on the hold's own Owner, the file
+// backend's owner and token check under the file's flock): a renewal
 // that arrives after the hold's release, or after another holder took
 // the key, changes nothing.
 //

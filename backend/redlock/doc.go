@@ -59,8 +59,9 @@
 // down, or fail with ErrUnavailable, before holds are lost under their
 // holders. Releases still go first (each is one hold less to renew), and
 // an Unlock does not wait for the renewal batch its hold is in (the
-// renewals are owner-checked, driver.OwnerCheckedRenewer). When the renewals alone exceed what the instances can do, holds
-// are lost all the same (BENCHMARKS.md, many holds at a 3s TTL). Renewals cost
+// renewals are owner-checked, driver.OwnerCheckedRenewer). When the
+// renewals alone exceed what the instances can do, holds are lost all the
+// same (BENCHMARKS.md, many holds at a 3s TTL). Renewals cost
 // one script call per 256 holds, not one per hold: the portable layer
 // renews the holds that fall due together through RenewBatch, which sends
 // each instance RenewMany calls that check and extend each key as the
