@@ -111,6 +111,64 @@ func benchInterleaved(b *testing.B, fns [2][2]func(context.Context) error) {
 	b.ReportMetric(med[0]/med[1], "ratio")
 }
 
+// BenchmarkGuardedDelete measures what the guard on a release costs etcd:
+// Release deletes its entry in a transaction that compares the entry's
+// create revision, where concurrency.Mutex's Unlock sends a plain Delete.
+// Entries are named by their lease, which a Locker's next Lock of the key
+// reuses, so an unguarded delete sent again after a timeout could remove
+// that later entry. Each iteration puts a key on a lease and deletes it,
+// alternating the two deletes, and the median of each is reported with
+// their difference (guard-us/op), which the uncontended comparison with
+// concurrency.Mutex pays on every Unlock:
+//
+//	go test -run '^$' -bench GuardedDelete ./backend/etcd/
+func BenchmarkGuardedDelete(b *testing.B) {
+	e := newEnv(b, "DLOCK_ETCD_URL")
+	cli := e.client(b)
+	ctx := context.Background()
+	lease, err := cli.Grant(ctx, 60)
+	if err != nil {
+		b.Fatal(err)
+	}
+	key := e.prefix + "guarded-delete"
+	var times [2][]time.Duration // plain, guarded
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		put, err := cli.Put(ctx, key, "v", clientv3.WithLease(lease.ID))
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if i%2 == 0 {
+			resp, err := cli.Delete(ctx, key)
+			if err != nil || resp.Deleted != 1 {
+				b.Fatalf("Delete: %v, deleted %v", err, resp)
+			}
+		} else {
+			resp, err := cli.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(key), "=", put.Header.Revision)).
+				Then(clientv3.OpDelete(key)).
+				Commit()
+			if err != nil || !resp.Succeeded {
+				b.Fatalf("guarded delete: %v, %v", err, resp)
+			}
+		}
+		times[i%2] = append(times[i%2], time.Since(start))
+	}
+	b.StopTimer()
+	if len(times[1]) == 0 {
+		return
+	}
+	var med [2]float64
+	for i, t := range times {
+		sort.Slice(t, func(x, y int) bool { return t[x] < t[y] })
+		med[i] = float64(t[len(t)/2].Nanoseconds()) / 1e3
+	}
+	b.ReportMetric(med[0], "plain-us/op")
+	b.ReportMetric(med[1], "guarded-us/op")
+	b.ReportMetric(med[1]-med[0], "guard-us/op")
+}
+
 // benchContended runs b.N acquisitions over 8 goroutines; mutex(g) returns
 // goroutine g's lock and unlock.
 func benchContended(b *testing.B, mutex func(g int) (lock, unlock func(context.Context) error)) {
