@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -119,6 +120,70 @@ func BenchmarkVsZkLock(b *testing.B) {
 			benchContended(b, im.c(b, "bench/"+run+"/contended/"+im.name+fmt.Sprint(b.N)))
 		})
 	}
+}
+
+// BenchmarkTokenRead measures what the fencing token costs a Lock on
+// ZooKeeper: go-zookeeper's Create does not return the create's zxid, so
+// the node's czxid (the token) takes an exists request on the new node,
+// which dlock sends with a watch (the loss signal) alongside the listing
+// that zk.Lock sends alone. Each iteration creates an ephemeral sequential
+// node, lists its parent, and deletes the node, alternately without and
+// with that exists, and reports the median of each and their difference
+// (token-us/op):
+//
+//	go test -run '^$' -bench TokenRead ./backend/zookeeper/
+func BenchmarkTokenRead(b *testing.B) {
+	conn := admin(b, endpoint(b, "DLOCK_ZK_URL", ""))
+	parent := fmt.Sprintf("%s-tokenread-%d", testPrefix, time.Now().UnixNano())
+	if _, err := conn.Create(parent, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Delete(parent, -1) })
+	data := []byte("0123456789abcdef0123456789abcdef\n")
+	var times [2][]time.Duration // listing alone, listing and exists
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		path, err := conn.Create(parent+"/lock-", data, zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var own chan error
+		if i%2 == 1 {
+			own = make(chan error, 1)
+			go func() {
+				ok, st, _, err := conn.ExistsW(path)
+				if err == nil && (!ok || st.Czxid <= 0) {
+					err = fmt.Errorf("own node %s: exists %v, czxid %d", path, ok, st.Czxid)
+				}
+				own <- err
+			}()
+		}
+		if _, _, err := conn.Children(parent); err != nil {
+			b.Fatal(err)
+		}
+		if own != nil {
+			if err := <-own; err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := conn.Delete(path, -1); err != nil {
+			b.Fatal(err)
+		}
+		times[i%2] = append(times[i%2], time.Since(start))
+	}
+	b.StopTimer()
+	if len(times[1]) == 0 {
+		return
+	}
+	var med [2]float64
+	for i, t := range times {
+		slices.Sort(t)
+		med[i] = float64(t[len(t)/2].Nanoseconds()) / 1e3
+	}
+	b.ReportMetric(med[0], "listing-us/op")
+	b.ReportMetric(med[1], "with-exists-us/op")
+	b.ReportMetric(med[1]-med[0], "token-us/op")
 }
 
 func benchContended(b *testing.B, handle func(int) benchLock) {
