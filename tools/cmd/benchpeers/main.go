@@ -37,7 +37,7 @@ func main() {
 		ttls     = flag.String("hold-ttls", "default,3s", "many-holds TTLs")
 		budget   = flag.Duration("acquire-budget", 150*time.Second, "many-holds: time allowed to acquire them")
 		systems  = flag.String("systems", "", "comma-separated substrings of system names (default all)")
-		scens    = flag.String("scenarios", "", "comma-separated: uncontended,parallel-keys,contended,many-holds (default all)")
+		scens    = flag.String("scenarios", "", "comma-separated: uncontended,parallel-keys,uncontended-paired,contended,many-holds (default all)")
 		command  = flag.String("command", "", "the command line to print in the report (default: this one)")
 		note     = flag.String("note", "", "a note printed at the top of the report")
 		mem      = flag.Bool("mem", true, "include dlock mem://")

@@ -44,6 +44,9 @@ func checkShape(t *testing.T, cfg Config, rs []Result, names []string, dlockName
 	for _, n := range dlockNames {
 		want[ScenManyHolds+"|"+n]++
 	}
+	for _, p := range pairs(cfg.selected()) {
+		want[ScenPaired+"|"+p.dlock.name]++
+	}
 	for _, r := range rs {
 		k := r.Scenario + "|" + r.System
 		if want[k] == 0 {
@@ -58,6 +61,10 @@ func checkShape(t *testing.T, cfg Config, rs []Result, names []string, dlockName
 			t.Errorf("%s: %d overlapping holds", k, r.Overlaps)
 		}
 		switch r.Scenario {
+		case ScenPaired:
+			if med, _, _ := pairedRatio(&r); r.Acquisitions == 0 || r.PeerAcqPerSec <= 0 || len(r.BlockRatios) < 2 || med <= 0 {
+				t.Errorf("%s against %s: %d acquisitions, peer %.0f/s, ratios %v", k, r.Peer, r.Acquisitions, r.PeerAcqPerSec, r.BlockRatios)
+			}
 		case ScenManyHolds:
 			if r.Held != r.Holds || r.Lost != 0 {
 				t.Errorf("%s: held %d of %d, lost %d", k, r.Held, r.Holds, r.Lost)
@@ -115,7 +122,7 @@ func TestHarnessRedis(t *testing.T) {
 	names := []string{"bare SET NX PX spin lock, 10 ms retry", "dlock redis://"}
 	md := checkShape(t, cfg, rs, names, []string{"dlock redis://"})
 	for _, r := range rs {
-		if r.Scenario == ScenManyHolds {
+		if r.Scenario == ScenManyHolds || r.Scenario == ScenPaired {
 			continue
 		}
 		if r.CmdsPerAcq == nil || r.UsecPerAcq == nil || r.RTPerAcq == nil {
@@ -123,6 +130,9 @@ func TestHarnessRedis(t *testing.T) {
 		} else if *r.RTPerAcq < 1 || *r.CmdsPerAcq < 1 {
 			t.Errorf("%s %s: %.2f round trips, %.2f commands per acquisition: fewer than one", r.Scenario, r.System, *r.RTPerAcq, *r.CmdsPerAcq)
 		}
+	}
+	if !strings.Contains(md, "## uncontended-paired") || !strings.Contains(md, "| dlock redis:// | bare SET NX PX spin lock, 10 ms retry | ") {
+		t.Errorf("report lacks the paired table or its row:\n%s", md)
 	}
 	if !strings.Contains(md, "| contended x2 | dlock redis:// | bare SET NX PX spin lock, 10 ms retry |") {
 		t.Errorf("report lacks the contended ratio row:\n%s", md)

@@ -57,6 +57,44 @@ func TestGoalsSayWhyNotMet(t *testing.T) {
 	}
 }
 
+// With a paired result, the uncontended goal is decided by the median of
+// its blocks' ratios, not by the separate runs' ratio.
+func TestPairedRatioDecidesUncontended(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	rs := []Result{
+		{Scenario: ScenUncontended, System: sysEtcd, AcqPerSec: 600, CmdsPerAcq: f(2)},
+		{Scenario: ScenUncontended, System: sysEtcdMutex, AcqPerSec: 700, CmdsPerAcq: f(2)},
+		{Scenario: ScenPaired, System: sysEtcd, Peer: sysEtcdMutex, AcqPerSec: 690, PeerAcqPerSec: 680,
+			BlockRatios: []float64{0.90, 1.01, 1.02, 1.03, 1.10}},
+		{Scenario: ScenUncontended, System: sysZK, AcqPerSec: 700, CmdsPerAcq: f(4)},
+		{Scenario: ScenUncontended, System: sysZKLock, AcqPerSec: 650, CmdsPerAcq: f(3)},
+		{Scenario: ScenPaired, System: sysZK, Peer: sysZKLock, AcqPerSec: 640, PeerAcqPerSec: 660,
+			BlockRatios: []float64{0.95, 0.97, 0.99}},
+	}
+	if med, lo, hi := pairedRatio(&rs[2]); med != 1.02 || lo != 1.01 || hi != 1.03 {
+		t.Errorf("paired ratio %v (quartiles %v-%v), want 1.02 (1.01-1.03)", med, lo, hi)
+	}
+	var buf bytes.Buffer
+	writeGoals(&buf, Meta{Machine: map[string]string{"nproc": "2"}, Config: Config{Hold: time.Millisecond, Lockers: []int{8}}}, rs)
+	md := buf.String()
+	for prefix, want := range map[string][]string{
+		"3 uncontended: etcd":      {"1.02x paired (quartiles 1.01-1.03); 0.86x in separate runs", "| met |"},
+		"3 uncontended: ZooKeeper": {"0.97x paired (quartiles 0.96-0.98); 1.08x in separate runs", "**not met**", "4.0 packets"},
+	} {
+		var l string
+		for _, line := range strings.Split(md, "\n") {
+			if strings.HasPrefix(line, "| "+prefix) {
+				l = line
+			}
+		}
+		for _, w := range want {
+			if !strings.Contains(l, w) {
+				t.Errorf("row %q lacks %q:\n%s", prefix, w, md)
+			}
+		}
+	}
+}
+
 // The JSON of a run (benchpeers -json) keeps what the report needs, so
 // that -render writes the same report from it, and no endpoint.
 func TestMetaJSONRoundTrip(t *testing.T) {

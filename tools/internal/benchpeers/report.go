@@ -21,13 +21,13 @@ import (
 // into one Result of medians; overlaps are summed and errors kept.
 func aggregate(raw []Result) []Result {
 	type key struct {
-		scen, sys string
-		lockers   int
+		scen, sys, peer string
+		lockers         int
 	}
 	var order []key
 	groups := map[key][]Result{}
 	for _, r := range raw {
-		k := key{r.Scenario, r.System, r.Lockers}
+		k := key{r.Scenario, r.System, r.Peer, r.Lockers}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
@@ -71,6 +71,11 @@ func aggregate(raw []Result) []Result {
 		m.CPUPerAcq = fp(func(r Result) *float64 { return r.CPUPerAcq })
 		m.RTPerAcq = fp(func(r Result) *float64 { return r.RTPerAcq })
 		m.ClientCPU = fp(func(r Result) *float64 { return r.ClientCPU })
+		m.PeerAcqPerSec = f(func(r Result) float64 { return r.PeerAcqPerSec })
+		m.BlockRatios = nil
+		for _, r := range rs {
+			m.BlockRatios = append(m.BlockRatios, r.BlockRatios...)
+		}
 		m.Overlaps, m.Error, m.WarmRetries, m.WarmErr = 0, "", 0, ""
 		for _, r := range rs {
 			m.Overlaps += r.Overlaps
@@ -313,6 +318,7 @@ func WriteMarkdown(w io.Writer, meta Meta, rs []Result) {
 			p("\n")
 		}
 	}
+	writePaired(w, cfg, rs)
 	if cfg.wants(ScenContended) {
 		for _, n := range cfg.Lockers {
 			p("## contended across processes: %d workers, one key, %v hold (%v per run)\n\n", n, cfg.Hold, cfg.Duration)

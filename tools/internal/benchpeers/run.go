@@ -63,6 +63,7 @@ type Result struct {
 	Scenario string `json:"scenario"`
 	System   string `json:"system"`
 	Lockers  int    `json:"lockers,omitempty"` // contended: worker processes
+	Peer     string `json:"peer,omitempty"`    // uncontended-paired: the peer run in alternation with System
 	TTL      string `json:"ttl,omitempty"`     // many-holds
 	Reps     int    `json:"reps"`
 
@@ -93,6 +94,11 @@ type Result struct {
 	HeapPerHold       float64  `json:"heap_bytes_per_hold,omitempty"`
 	Lost              int      `json:"lost,omitempty"`
 	RenewRTPerHoldSec *float64 `json:"renew_round_trips_per_hold_per_sec,omitempty"`
+
+	// uncontended-paired: the peer's rate over its blocks, and System's
+	// rate over the peer's for each pair of blocks
+	PeerAcqPerSec float64   `json:"peer_acq_per_sec,omitempty"`
+	BlockRatios   []float64 `json:"block_ratios,omitempty"`
 
 	Error string `json:"error,omitempty"`
 }
@@ -258,6 +264,12 @@ func Run(ctx context.Context, cfg Config) []Result {
 					cfg.logf("rep %d: %s x%d: %s", rep, ScenContended, n, s.name)
 					raw = append(raw, runContended(ctx, cfg, s, n))
 				}
+			}
+		}
+		if cfg.wants(ScenPaired) {
+			for _, p := range pairs(syss) {
+				cfg.logf("rep %d: %s: %s and %s", rep, ScenPaired, p.dlock.name, p.peer.name)
+				raw = append(raw, runPaired(ctx, cfg, p))
 			}
 		}
 	}
