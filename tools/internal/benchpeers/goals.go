@@ -286,8 +286,13 @@ func manyHolds(gs *goals, rs []Result, cores string) {
 				need := fmt.Sprintf("%d holds at a %v TTL need %.0f renewals a second (each once per TTL/3)%s", r.Holds, ttl,
 					float64(r.Holds)/(ttl.Seconds()/manyHoldsPerTTL), renewalUnit(r.System))
 				if r.Lost > 0 {
-					why = append(why, fmt.Sprintf("%s; with the client and the servers on %s cores they fell behind, and %d holds ran out of lease.",
-						need, cores, r.Lost))
+					w := fmt.Sprintf("%s; with the client and the servers on %s cores they fell behind, and %d holds ran out of lease.",
+						need, cores, r.Lost)
+					if r.Held < r.Holds {
+						w += fmt.Sprintf(" Acquiring stopped at %d of %d: the next acquisition failed (the error column) because the "+
+							"servers could no longer answer it in time.", r.Held, r.Holds)
+					}
+					why = append(why, w)
 				} else {
 					why = append(why, fmt.Sprintf("%s; with the client and the servers on %s cores that is more than they can do: "+
 						"the renewals of the %d holds already taken went first and none was lost, and the next acquisition failed "+

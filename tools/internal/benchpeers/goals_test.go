@@ -21,6 +21,7 @@ func TestGoalsSayWhyNotMet(t *testing.T) {
 		{Scenario: ScenContended, System: sysEtcd, Lockers: 8, AcqPerSec: 200},
 		{Scenario: ScenContended, System: sysEtcdMutex, Lockers: 8, AcqPerSec: 80},
 		{Scenario: ScenManyHolds, System: "dlock file://", TTL: "3s", Holds: 1000, Held: 1000, Lost: 7, HeapPerHold: 900},
+		{Scenario: ScenManyHolds, System: sysRedlock, TTL: "3s", Holds: 1000, Held: 800, Lost: 9, HeapPerHold: 900},
 		{Scenario: ScenManyHolds, System: sysRedis, TTL: "default", Holds: 1000, Held: 1000, HeapPerHold: 1500},
 		{Scenario: ScenManyHolds, System: sysRedis, TTL: "3s", Holds: 1000, Held: 1000, HeapPerHold: 2100},
 	}
@@ -41,6 +42,7 @@ func TestGoalsSayWhyNotMet(t *testing.T) {
 		"1 Redis x8: wait p99":                      {"**not met**", "8 x the measured cycle 2.00 ms + 5 ms = 21.0 ms", "within that"},
 		"3 etcd contended x8":                       {"2.50x", "**not met**", "5x concurrency.Mutex is 400", "did 400/s", "reaches 50% of that"},
 		"4 many holds 1000, TTL 3s, dlock file://":  {"7 lost", "**not met**", "1000 renewals a second", "7 holds ran out of lease"},
+		"4 many holds 1000, TTL 3s, " + sysRedlock:  {"800/1000 held", "9 lost", "**not met**", "9 holds ran out of lease. Acquiring stopped at 800 of 1000"},
 		"4 many holds 1000, TTL 3s, dlock redis://": {"2100 B", "**not met**", "at the default TTL the same holds cost 1500 B", "renewed every 1s"},
 	} {
 		l := row(prefix)
