@@ -131,42 +131,29 @@ func BenchmarkGuardedDelete(b *testing.B) {
 		b.Fatal(err)
 	}
 	key := e.prefix + "guarded-delete"
-	var times [2][]time.Duration // plain, guarded
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		put, err := cli.Put(ctx, key, "v", clientv3.WithLease(lease.ID))
+	put := func(b *testing.B) int64 {
+		r, err := cli.Put(ctx, key, "v", clientv3.WithLease(lease.ID))
 		if err != nil {
 			b.Fatal(err)
 		}
-		start := time.Now()
-		if i%2 == 0 {
-			resp, err := cli.Delete(ctx, key)
-			if err != nil || resp.Deleted != 1 {
-				b.Fatalf("Delete: %v, deleted %v", err, resp)
-			}
-		} else {
-			resp, err := cli.Txn(ctx).
-				If(clientv3.Compare(clientv3.CreateRevision(key), "=", put.Header.Revision)).
-				Then(clientv3.OpDelete(key)).
-				Commit()
-			if err != nil || !resp.Succeeded {
-				b.Fatalf("guarded delete: %v, %v", err, resp)
-			}
+		return r.Header.Revision
+	}
+	conformance.BenchAlternate(b, [2]string{"plain", "guarded"}, "guard", func(b *testing.B) {
+		put(b)
+		resp, err := cli.Delete(ctx, key)
+		if err != nil || resp.Deleted != 1 {
+			b.Fatalf("Delete: %v, deleted %v", err, resp)
 		}
-		times[i%2] = append(times[i%2], time.Since(start))
-	}
-	b.StopTimer()
-	if len(times[1]) == 0 {
-		return
-	}
-	var med [2]float64
-	for i, t := range times {
-		sort.Slice(t, func(x, y int) bool { return t[x] < t[y] })
-		med[i] = float64(t[len(t)/2].Nanoseconds()) / 1e3
-	}
-	b.ReportMetric(med[0], "plain-us/op")
-	b.ReportMetric(med[1], "guarded-us/op")
-	b.ReportMetric(med[1]-med[0], "guard-us/op")
+	}, func(b *testing.B) {
+		rev := put(b)
+		resp, err := cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+			Then(clientv3.OpDelete(key)).
+			Commit()
+		if err != nil || !resp.Succeeded {
+			b.Fatalf("guarded delete: %v, %v", err, resp)
+		}
+	})
 }
 
 // benchContended runs b.N acquisitions over 8 goroutines; mutex(g) returns

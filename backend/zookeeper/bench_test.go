@@ -3,7 +3,6 @@ package zookeeper
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -140,16 +139,15 @@ func BenchmarkTokenRead(b *testing.B) {
 	}
 	b.Cleanup(func() { _ = conn.Delete(parent, -1) })
 	data := []byte("0123456789abcdef0123456789abcdef\n")
-	var times [2][]time.Duration // listing alone, listing and exists
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		start := time.Now()
+	// cycle creates a node, lists its parent (with exists on the node,
+	// sent alongside, when token is set) and deletes the node.
+	cycle := func(b *testing.B, token bool) {
 		path, err := conn.Create(parent+"/lock-", data, zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
 		if err != nil {
 			b.Fatal(err)
 		}
 		var own chan error
-		if i%2 == 1 {
+		if token {
 			own = make(chan error, 1)
 			go func() {
 				ok, st, _, err := conn.ExistsW(path)
@@ -170,20 +168,9 @@ func BenchmarkTokenRead(b *testing.B) {
 		if err := conn.Delete(path, -1); err != nil {
 			b.Fatal(err)
 		}
-		times[i%2] = append(times[i%2], time.Since(start))
 	}
-	b.StopTimer()
-	if len(times[1]) == 0 {
-		return
-	}
-	var med [2]float64
-	for i, t := range times {
-		slices.Sort(t)
-		med[i] = float64(t[len(t)/2].Nanoseconds()) / 1e3
-	}
-	b.ReportMetric(med[0], "listing-us/op")
-	b.ReportMetric(med[1], "with-exists-us/op")
-	b.ReportMetric(med[1]-med[0], "token-us/op")
+	conformance.BenchAlternate(b, [2]string{"listing", "with-exists"}, "token",
+		func(b *testing.B) { cycle(b, false) }, func(b *testing.B) { cycle(b, true) })
 }
 
 func benchContended(b *testing.B, handle func(int) benchLock) {
