@@ -235,33 +235,30 @@
 //	make up TOPOLOGIES="redis redis-cluster"; set -a; . .dlock/endpoints.env; set +a
 //	go test -run '^$' -bench 'LockUnlock|Contended|Conformance' -benchmem -count 3 -benchtime 2s ./backend/redis/
 //
-// The uncontended figures that follow were measured before waiters queued
-// on the server (the acquire and release scripts now also read the queue:
-// one LINDEX each while nobody waits) and have not been measured again.
-//
 // Uncontended Lock+Unlock against the bare textbook lock (SET NX PX, then a
 // Lua compare-and-delete), with this driver alone (TryAcquire+Release,
 // without the portable layer) in between, the three rotated in one loop
-// (BenchmarkLockUnlock/*/paired):
+// (BenchmarkLockUnlock/standalone/paired, -benchtime 8000x, eight runs on
+// the 2-core machine, waiters queued on the server):
 //
 //	              dlock        driver alone  bare         dlock/bare  driver/bare
-//	standalone    112-141 µs   101-121 µs    82-100 µs    0.68-0.73   0.81-0.87
-//	cluster       163-172 µs   133-141 µs    111-116 µs   0.66-0.68   0.81-0.85
+//	standalone    116-167 µs   111-152 µs    92-132 µs    0.77-0.83   0.81-0.87
 //
-// All three make two round trips; client CPU is a quarter of the time and
-// alike (profiled). The driver's gap is server time: it runs two scripts
-// where the bare lock runs one and a plain SET. An EVALSHA costs about 2 µs
-// on an idle server (redis-benchmark), but its server time grows several
-// times on this loaded machine (13-30 µs per acquisition for dlock's two
-// scripts against 9-11 µs for the bare lock, from commandstats). The
-// portable layer added the rest when each hold had a watchdog goroutine
-// and two timers (49 allocations per Lock+Unlock against 20).
-//
-// Since the watchdog became a single timer (42 allocations), the same
-// command measured, standalone, at load average ~4: dlock 152-195 µs,
-// driver alone 142-189 µs, bare 137-171 µs, dlock/bare 0.87-0.90,
-// driver/bare 0.90-0.97. The 0.9x goal is met at the top of that range
-// only; the portable layer now costs 7-10 µs of a Lock+Unlock.
+// All three make two round trips. The gap is about half server time, half
+// client CPU. On the server, the acquire script (queue.lua, taking a free
+// lock) runs 9.9 µs and the release 6.9 µs, against 0.8 µs for SET NX PX
+// and 3.2 µs for the bare compare-and-delete (INFO commandstats, 20,000
+// calls each on an otherwise idle server). Inside a script each step is
+// paid for: a script that returns at once costs 1.1 µs, 1.8 µs with six
+// keys and seven arguments, and reading the clock (TIME) adds 0.9 µs, a SET
+// with PX 1.5 µs, a GET 0.2 to 0.4 µs (redis-benchmark, 50,000 calls). The
+// acquire reads the clock, the lock, the queue's head and the counter, and
+// writes the counter, the lock and its description: the fencing token's
+// price. On the client, perf stat counted 1.65 s of CPU for 20,000 dlock
+// cycles against 1.42 s for the bare lock's, 11 µs more per cycle, of
+// which the portable layer is 4 to 7 µs (dlock less driver alone above)
+// and the driver's longer commands and replies (71 allocations per cycle
+// against 20) the rest.
 //
 // Contended across processes, from BENCHMARKS.md (make bench-peers: one
 // key, each worker its own OS process with its own client, 1 ms hold, 2 s
