@@ -250,9 +250,10 @@
 // interleaved (go test -bench 'BenchmarkVsZkLock/Uncontended/paired'
 // -benchtime 2s -count 2, on the old and the new code in turn). What is
 // left is the fourth request and the client's own work, on the two cores
-// the server shares. The fourth request alone costs 150 to 190 µs of a
-// cycle of about 1.5 ms (go test -run '^$' -bench TokenRead
-// ./backend/zookeeper/, which adds it to a raw create, list and delete). A contended handoff pays a sync (the listing after a
+// the server shares. The fourth request alone costs 150 to 230 µs of a
+// cycle of 1.5 to 2.2 ms (go test -run '^$' -bench TokenRead
+// ./backend/zookeeper/, which adds it to a raw create, list and delete;
+// six runs). A contended handoff pays a sync (the listing after a
 // wait), hence the lower rate. "In turn" is
 // BenchmarkVsZkLock/Uncontended/paired, which alternates the two within
 // each iteration so that the machine's load weighs on both alike; the
