@@ -17,6 +17,9 @@ type hold struct {
 	key   string // the entry: queue + owner
 	rev   int64  // its create revision: the fencing token
 	lease *lease
+	// registered is when the loss watch began to cover this hold
+	// (lossWatch.add; under its mutex).
+	registered time.Time
 
 	ctx    context.Context // ends the entry's watches
 	cancel context.CancelFunc

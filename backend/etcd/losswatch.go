@@ -118,13 +118,15 @@ func (w *lossWatch) registered(h *hold) bool {
 	return w.holds[h.key] == h
 }
 
-// add registers h. The watch starts lazyWatch later if it is not running.
+// add registers h. If the watch is not running, it starts once a
+// registered hold has lasted lazyWatch (startLater).
 // An entry created before the running watch's start revision (a waiter's,
 // granted after the watch began) is checked once by a read: a deletion
 // between its creation and the watch's start would otherwise go unseen.
 func (w *lossWatch) add(h *hold) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	h.registered = time.Now()
 	w.holds[h.key] = h
 	if !w.started {
 		if !w.armed {
@@ -140,26 +142,55 @@ func (w *lossWatch) add(h *hold) {
 	}
 }
 
-// startLater starts the watch lazyWatch after a hold was registered while
-// none ran, if a hold is still registered then.
+// startLater starts the watch once a registered hold has been held for
+// lazyWatch, unless no hold is registered by then. It asks the age of a hold,
+// not only whether one is registered: a Locker whose holds come and go
+// faster than lazyWatch (a tight Lock/Unlock loop) has one registered at
+// most instants, and would otherwise keep a watch that streams it every
+// deletion under its prefix, its own releases included, though none of
+// those holds ever needs it.
 func (w *lossWatch) startLater() {
 	defer w.d.watchers.Done()
 	t := time.NewTimer(lazyWatch)
 	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-w.d.ctx.Done():
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.armed = false
-	if w.started || len(w.holds) == 0 || w.d.ctx.Err() != nil {
+	for {
+		select {
+		case <-t.C:
+		case <-w.d.ctx.Done():
+		}
+		w.mu.Lock()
+		if w.started || len(w.holds) == 0 || w.d.ctx.Err() != nil {
+			w.armed = false
+			w.mu.Unlock()
+			return
+		}
+		if wait := lazyWatch - time.Since(w.oldest()); wait > 0 {
+			// The holds that would have needed it have ended: wait
+			// for the oldest of those registered now.
+			w.mu.Unlock()
+			t.Reset(wait)
+			continue
+		}
+		w.armed = false
+		w.started = true
+		from := w.restartFrom()
+		w.d.watchers.Add(1)
+		go w.run(from)
+		w.mu.Unlock()
 		return
 	}
-	w.started = true
-	from := w.restartFrom()
-	w.d.watchers.Add(1)
-	go w.run(from)
+}
+
+// oldest returns when the longest registered hold was registered. w.mu
+// held, with a hold registered.
+func (w *lossWatch) oldest() time.Time {
+	var first time.Time
+	for _, h := range w.holds {
+		if first.IsZero() || h.registered.Before(first) {
+			first = h.registered
+		}
+	}
+	return first
 }
 
 // restartFrom sets the revision a new watch starts from: the oldest

@@ -126,6 +126,59 @@ func TestLossWatchRunsOnlyWhileHoldsNeedIt(t *testing.T) {
 	}
 }
 
+// Holds that each end within lazyWatch never start the loss watch: a
+// Release tells such a hold of a loss. The watch used to start whenever
+// some hold was registered lazyWatch after the first one, which in a tight
+// loop of short holds is most of the time, and then streamed the Locker every
+// deletion under its prefix, its own releases included. A round counts
+// only when every hold, from Lock called to Unlock returned, took less than
+// lazyWatch (20ms): a stalled machine may hold one longer, and then the
+// watch may rightly start, so the round runs again after it stopped.
+func TestShortHoldsStartNoLossWatch(t *testing.T) {
+	e := newEnv(t, "DLOCK_ETCD_URL")
+	ctx := context.Background()
+	cfg, deletes := deleteEventCounter(e)
+	l := e.lockerOn(t, cfg, dlock.WithTTL(30*time.Second))
+	m, _ := l.NewMutex("busy")
+	const lazyWatch = 20 * time.Millisecond
+	// The first Lock also grants the Locker's lease.
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 20 {
+		if round > 0 {
+			time.Sleep(1500 * time.Millisecond) // a watch the last round started has stopped
+		}
+		before := deletes.Load()
+		var longest time.Duration
+		n := 0
+		for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); n++ {
+			start := time.Now()
+			if err := m.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(3 * time.Millisecond) // held most of the time, each time briefly
+			if err := m.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			longest = max(longest, time.Since(start))
+		}
+		time.Sleep(100 * time.Millisecond)
+		if longest >= lazyWatch {
+			t.Logf("round %d: a Lock+Unlock took %v; running the round again", round, longest)
+			continue
+		}
+		if got := deletes.Load() - before; got != 0 {
+			t.Fatalf("%d Lock+Unlock, none over %v, reached the Locker as %d deletion events: a loss watch ran; want none", n, longest, got)
+		}
+		return
+	}
+	t.Fatal("no round of 200ms ran without a Lock+Unlock taking 20ms or more")
+}
+
 // An entry deleted before the lazily started loss watch runs is still
 // reported: the watch starts from the hold's creation.
 func TestLossBeforeTheLossWatchStarts(t *testing.T) {
