@@ -56,8 +56,9 @@ test:
 bench:
 	scripts/with-servers.sh $(GO) test -run '^$$' -bench . -benchmem -timeout 30m $(PKGS)
 
-# dlock beside its peers (bare SET NX PX, redislock, redsync, etcd's
-# concurrency.Mutex, zk.Lock, Consul's api.Lock) on the servers it starts,
+# dlock beside its peers (bare SET NX PX, the same with an INCR token,
+# redislock, redsync, etcd's concurrency.Mutex, zk.Lock, Consul's api.Lock)
+# on the servers it starts,
 # in one run; writes BENCHMARKS.md. BENCH_PEERS_FLAGS passes flags to
 # tools/cmd/benchpeers (e.g. -reps 1 -duration 1s -holds 1000). The results
 # are also kept in bin/benchmarks.json: `bin/benchpeers -render

@@ -1,8 +1,9 @@
 // Command benchpeers runs dlock beside its peers (a bare SET NX PX spin
-// lock, bsm/redislock, go-redsync/redsync, etcd's concurrency.Mutex,
-// go-zookeeper's Lock, Consul's api.Lock) on the servers named by the
-// DLOCK_*_URL environment (scripts/with-servers.sh sets it) and writes
-// BENCHMARKS.md. `make bench-peers` runs it.
+// lock, the same with an INCR fencing token as a reference, bsm/redislock,
+// go-redsync/redsync, etcd's concurrency.Mutex, go-zookeeper's Lock,
+// Consul's api.Lock) on the servers named by the DLOCK_*_URL environment
+// (scripts/with-servers.sh sets it) and writes BENCHMARKS.md. `make
+// bench-peers` runs it.
 package main
 
 import (

@@ -112,14 +112,14 @@ func TestHarnessFile(t *testing.T) {
 	checkShape(t, cfg, rs, []string{"dlock file://"}, []string{"dlock file://"})
 }
 
-// TestHarnessRedis runs the bare lock and dlock redis:// on a real Redis,
-// the contended workers as processes of this test binary, and checks the
-// counted figures and the ratio between them.
+// TestHarnessRedis runs the bare lock, the fenced reference lock and dlock
+// redis:// on a real Redis, the contended workers as processes of this
+// test binary, and checks the counted figures and the ratios between them.
 func TestHarnessRedis(t *testing.T) {
 	ep := Endpoints{Redis: testenv.Endpoint(t, "DLOCK_REDIS_URL")}
-	cfg := tiny(ep, "bare SET NX PX", "dlock redis://")
+	cfg := tiny(ep, "bare SET NX PX", "fenced SET NX PX", "dlock redis://")
 	rs := Run(testenv.Context(t, 2*time.Minute), cfg)
-	names := []string{"bare SET NX PX spin lock, 10 ms retry", "dlock redis://"}
+	names := []string{sysBare, sysFenced, sysRedis}
 	md := checkShape(t, cfg, rs, names, []string{"dlock redis://"})
 	for _, r := range rs {
 		if r.Scenario == ScenManyHolds || r.Scenario == ScenPaired {
@@ -136,6 +136,12 @@ func TestHarnessRedis(t *testing.T) {
 	}
 	if !strings.Contains(md, "| contended x2 | dlock redis:// | bare SET NX PX spin lock, 10 ms retry |") {
 		t.Errorf("report lacks the contended ratio row:\n%s", md)
+	}
+	// The fenced lock is paired with the bare one, and dlock with it.
+	for _, row := range []string{"| " + sysFenced + " | " + sysBare + " | ", "| " + sysRedis + " | " + sysFenced + " | "} {
+		if !strings.Contains(md, row) {
+			t.Errorf("report lacks the paired row %q:\n%s", row, md)
+		}
 	}
 }
 

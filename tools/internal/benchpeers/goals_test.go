@@ -3,6 +3,7 @@ package benchpeers
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,48 @@ func TestPairedRatioDecidesUncontended(t *testing.T) {
 				t.Errorf("row %q lacks %q:\n%s", prefix, w, md)
 			}
 		}
+	}
+}
+
+// With the fenced reference lock in the run, the reason for the Redis
+// uncontended target splits the gap: the token alone (the fenced lock
+// against the bare one) and dlock's work beyond it (dlock against the
+// fenced lock), both paired; without it, the reason stays the counts.
+func TestRedisUncontendedReasonSplitsTheGap(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	base := []Result{
+		{Scenario: ScenUncontended, System: sysRedis, AcqPerSec: 6000, CmdsPerAcq: f(13), UsecPerAcq: f(28), RTPerAcq: f(2)},
+		{Scenario: ScenUncontended, System: sysBare, AcqPerSec: 8500, CmdsPerAcq: f(4), UsecPerAcq: f(4.5), RTPerAcq: f(2)},
+		{Scenario: ScenPaired, System: sysRedis, Peer: sysBare, AcqPerSec: 6000, PeerAcqPerSec: 8000,
+			BlockRatios: []float64{0.70, 0.72, 0.75}},
+	}
+	fenced := []Result{
+		{Scenario: ScenUncontended, System: sysFenced, AcqPerSec: 8200, CmdsPerAcq: f(6), UsecPerAcq: f(8.5), RTPerAcq: f(2)},
+		{Scenario: ScenPaired, System: sysFenced, Peer: sysBare, AcqPerSec: 8000, PeerAcqPerSec: 8300,
+			BlockRatios: []float64{0.94, 0.96, 0.97}},
+		{Scenario: ScenPaired, System: sysRedis, Peer: sysFenced, AcqPerSec: 6000, PeerAcqPerSec: 7900,
+			BlockRatios: []float64{0.74, 0.76, 0.80}},
+	}
+	row := func(rs []Result) string {
+		var buf bytes.Buffer
+		writeGoals(&buf, Meta{Machine: map[string]string{"nproc": "2"}, Config: Config{Hold: time.Millisecond, Lockers: []int{8}}}, rs)
+		for _, line := range strings.Split(buf.String(), "\n") {
+			if strings.HasPrefix(line, "| 3 uncontended: Redis ") {
+				return line
+			}
+		}
+		t.Fatalf("no Redis uncontended row:\n%s", buf.String())
+		return ""
+	}
+	with := row(append(slices.Clone(base), fenced...))
+	for _, w := range []string{"0.72x paired (quartiles 0.71-0.73)", "**not met**", "ran at 0.96x the bare lock, paired (quartiles 0.95-0.96)",
+		"dlock ran at 0.76x that lock, paired (quartiles 0.75-0.78)", "13.0 server commands per Lock+Unlock against 6.0 (bare: 4.0)"} {
+		if !strings.Contains(with, w) {
+			t.Errorf("with the fenced lock, the row lacks %q:\n%s", w, with)
+		}
+	}
+	if without := row(base); strings.Contains(without, "fenced") || !strings.Contains(without, "13.0 server commands per Lock+Unlock against 4.0") {
+		t.Errorf("without the fenced lock, the row should give the counts against the bare lock only:\n%s", without)
 	}
 }
 

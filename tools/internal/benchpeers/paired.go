@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// ScenPaired is the uncontended Lock+Unlock of a dlock system and of one
-// of its peers (peerOf) in alternating blocks on one goroutine: both see
+// ScenPaired is the uncontended Lock+Unlock of a dlock system (or of the
+// fenced reference lock) and of one of its peers (peerOf) in alternating
+// blocks on one goroutine: both see
 // the same moments of the machine and of the server, so a slow second
 // (another process, a disk sync that took longer) slows both, and their
 // ratio is taken block against block. The separate uncontended runs are
@@ -27,8 +28,8 @@ const pairBlock = 100 * time.Millisecond
 // pair is a dlock system and a peer it is compared with.
 type pair struct{ dlock, peer system }
 
-// pairs returns, in report order, each selected dlock system with each
-// selected peer peerOf names for it.
+// pairs returns, in report order, each selected system with each selected
+// peer peerOf names for it.
 func pairs(syss []system) []pair {
 	var out []pair
 	for _, d := range syss {
@@ -141,12 +142,12 @@ func writePaired(w io.Writer, cfg Config, rs []Result) {
 		return
 	}
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-	p("## %s (one goroutine, Lock+Unlock of a dlock system and of its peer in alternating %v blocks; %v each per run)\n\n",
+	p("## %s (one goroutine, Lock+Unlock of a system and of its peer in alternating %v blocks; %v each per run)\n\n",
 		ScenPaired, pairBlock, cfg.Duration)
-	p("Each pair of blocks gives the ratio of the dlock system's acquisitions per second to the peer's; the order within\n")
+	p("Each pair of blocks gives the ratio of the system's acquisitions per second to the peer's; the order within\n")
 	p("a pair alternates. The ratio is the median over the pairs of every repetition, with its quartiles: a figure\n")
 	p("that moves little with the machine's load, unlike the ratio of two runs taken seconds apart.\n\n")
-	p("| dlock | peer | dlock acq/s | peer acq/s | ratio | quartiles | pairs | error |\n|---|---|--:|--:|--:|--:|--:|---|\n")
+	p("| system | peer | system acq/s | peer acq/s | ratio | quartiles | pairs | error |\n|---|---|--:|--:|--:|--:|--:|---|\n")
 	for i := range rs {
 		r := &rs[i]
 		if r.Scenario != ScenPaired {

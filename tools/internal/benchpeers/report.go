@@ -379,7 +379,7 @@ func pratio(a, b *float64) string {
 func writeRatios(w io.Writer, cfg Config, rs []Result) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("## ratios dlock / peer\n\n")
-	p("| scenario | dlock | peer | acq/s | wait p99 | srv req/acq | RT/acq |\n|---|---|---|--:|--:|--:|--:|\n")
+	p("| scenario | system | peer | acq/s | wait p99 | srv req/acq | RT/acq |\n|---|---|---|--:|--:|--:|--:|\n")
 	type sc struct {
 		scen    string
 		lockers int

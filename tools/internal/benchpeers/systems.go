@@ -82,6 +82,7 @@ type holder interface {
 // Systems in report order: each dlock system follows the peers on its store.
 var systems = []system{
 	{name: "bare SET NX PX spin lock, 10 ms retry", store: "redis", open: openBare},
+	{name: "fenced SET NX PX spin lock (INCR token), 10 ms retry", store: "redis", open: openFenced},
 	{name: "bsm/redislock, 10 ms retry", store: "redis", open: openRedislock},
 	{name: "redsync (single Redis)", store: "redis", open: openRedsyncSingle},
 	{name: "dlock redis://", dlock: true, store: "redis", open: openDlockRedis},
@@ -102,14 +103,18 @@ var systems = []system{
 	})},
 }
 
-// peerOf names, for each dlock system, the peers its ratios are taken
-// against.
+// peerOf names, for each dlock system (and the reference below), the peers
+// its ratios are taken against. The fenced spin lock is no library but a reference: the bare
+// lock with a fencing token and nothing else, so that a run shows what the
+// token alone costs and what dlock's other work costs on top of it.
 var peerOf = map[string][]string{
-	"dlock redis://":               {"bare SET NX PX spin lock, 10 ms retry", "bsm/redislock, 10 ms retry", "redsync (single Redis)"},
-	"dlock redlock:// (5 masters)": {"redsync Redlock (5 masters)"},
-	"dlock etcd://":                {"etcd concurrency.Mutex"},
-	"dlock zk://":                  {"go-zookeeper zk.Lock"},
-	"dlock consul://":              {"Consul api.Lock"},
+	"dlock redis://": {"bare SET NX PX spin lock, 10 ms retry", "bsm/redislock, 10 ms retry", "redsync (single Redis)",
+		"fenced SET NX PX spin lock (INCR token), 10 ms retry"},
+	"fenced SET NX PX spin lock (INCR token), 10 ms retry": {"bare SET NX PX spin lock, 10 ms retry"},
+	"dlock redlock:// (5 masters)":                         {"redsync Redlock (5 masters)"},
+	"dlock etcd://":                                        {"etcd concurrency.Mutex"},
+	"dlock zk://":                                          {"go-zookeeper zk.Lock"},
+	"dlock consul://":                                      {"Consul api.Lock"},
 }
 
 func systemByName(name string) (system, bool) {
@@ -248,6 +253,44 @@ func (b *bareClient) lock(ctx context.Context, key string) (func(context.Context
 
 func (b *bareClient) roundTrips() int64 { return b.n.Load() }
 func (b *bareClient) close() error      { return b.c.Close() }
+
+// ---- fenced SET NX PX spin lock ----
+
+// fencedLock is the bare lock with a fencing token: SET NX PX and, when it
+// took the lock, INCR of a counter, in one script. The token it returns is
+// the counter's next value, which a counter lost with the server (a
+// restart without persistence, a failover to a replica that missed the
+// last increments) lets repeat.
+var fencedLock = goredis.NewScript(`if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return redis.call("incr", KEYS[2]) end return 0`)
+
+type fencedClient struct{ bareClient }
+
+func openFenced(ctx context.Context, ep Endpoints, ttl time.Duration) (client, error) {
+	c, err := openBare(ctx, ep, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return &fencedClient{*c.(*bareClient)}, nil
+}
+
+func (f *fencedClient) lock(ctx context.Context, key string) (func(context.Context) error, error) {
+	v := randomValue()
+	key = "{benchpeers:fenced:" + key + "}"
+	for {
+		token, err := fencedLock.Run(ctx, f.c, []string{key, key + ":token"}, v, f.ttl.Milliseconds()).Int64()
+		if err != nil {
+			return nil, err
+		}
+		if token > 0 {
+			return func(ctx context.Context) error { return bareUnlock.Run(ctx, f.c, []string{key}, v).Err() }, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
 
 // ---- bsm/redislock ----
 
