@@ -253,8 +253,14 @@
 // keys and seven arguments, and reading the clock (TIME) adds 0.9 µs, a SET
 // with PX 1.5 µs, a GET 0.2 to 0.4 µs (redis-benchmark, 50,000 calls). The
 // acquire reads the clock, the lock, the queue's head and the counter, and
-// writes the counter, the lock and its description: the fencing token's
-// price. On the client, perf stat counted 1.65 s of CPU for 20,000 dlock
+// writes the counter, the lock and its description. The token itself is
+// not the price: in BENCHMARKS.md (uncontended-paired), the bare lock with
+// an INCR of a counter in its acquire script runs at 0.97x the bare lock
+// (quartiles 0.91-1.05), and dlock at 0.83x that lock (0.78-0.89). What
+// costs is what the token and the lock promise beyond a counter: the clock
+// floor that keeps tokens from repeating after a failover or a restore,
+// the wait queue and the holder's description, each step a call from Lua
+// into Redis. On the client, perf stat counted 1.65 s of CPU for 20,000 dlock
 // cycles against 1.42 s for the bare lock's, 11 µs more per cycle, of
 // which the portable layer is 4 to 7 µs (dlock less driver alone above)
 // and the driver's longer commands and replies (71 allocations per cycle
