@@ -221,18 +221,23 @@ func TestLockUnlockLoopStartsNoGoroutinePerHold(t *testing.T) {
 
 // stallingBatcher is a batchCounter whose RenewBatch calls wait for their
 // context to end: each tells entered how many holds it has, and ended why
-// its context ended, and returned counts it as it returns.
+// its context ended, and returned counts it as it returns. With release
+// set, a call whose context ended returns only once release is closed.
 type stallingBatcher struct {
 	*batchCounter
 	entered  chan int
 	ended    chan error
 	returned *atomic.Int32
+	release  chan struct{}
 }
 
 func (b stallingBatcher) RenewBatch(ctx context.Context, hs []driver.Hold) ([]time.Duration, []error) {
 	b.entered <- len(hs)
 	<-ctx.Done()
 	b.ended <- ctx.Err()
+	if b.release != nil {
+		<-b.release
+	}
 	defer b.returned.Add(1)
 	errs := make([]error, len(hs))
 	for i := range errs {
@@ -325,13 +330,21 @@ func (ownerCheckedStaller) OwnerCheckedRenewals() bool { return true }
 // When the driver's renewals are owner-checked, an Unlock does not wait for
 // the renewal batch its hold is in: it releases at once, the batch is
 // still cancelled once every hold in it has left, its late answer changes
-// nothing (the hold stays unlocked, not lost), and Close waits for it.
+// nothing (the hold stays unlocked, not lost), and Close waits for it. The
+// batch calls return only when the test lets them, after the Unlocks and
+// another Locker's TryLocks: an Unlock that waited for its batch would
+// never return.
 func TestUnlockLeavesAnOwnerCheckedBatch(t *testing.T) {
 	store := memory.NewStore()
+	release := make(chan struct{})
 	b := ownerCheckedStaller{stallingBatcher{
 		batchCounter: &batchCounter{Locker: store.Driver()},
 		entered:      make(chan int, 2), ended: make(chan error, 2), returned: new(atomic.Int32),
+		release: release,
 	}}
+	var released sync.Once
+	letReturn := func() { released.Do(func() { close(release) }) }
+	defer letReturn()
 	l, err := dlock.NewLocker(b, dlock.WithTTL(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -347,11 +360,19 @@ func TestUnlockLeavesAnOwnerCheckedBatch(t *testing.T) {
 		}
 	}
 	for i, m := range ms {
-		if err := m.Unlock(context.Background()); err != nil {
-			t.Fatalf("Unlock %d: %v", i, err)
+		done := make(chan error, 1)
+		go func() { done <- m.Unlock(context.Background()) }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Unlock %d: %v", i, err)
+			}
+		case <-time.After(10 * time.Second):
+			letReturn()
+			t.Fatalf("Unlock %d waited 10s for the renewal batch its hold is in", i)
 		}
 		if b.returned.Load() != 0 {
-			t.Fatal("the renewal batch returned before the Unlocks: nothing was left in flight")
+			t.Fatal("a renewal call returned before the test let it")
 		}
 	}
 	// Released at once: another Locker takes the keys while the batch is
@@ -371,6 +392,7 @@ func TestUnlockLeavesAnOwnerCheckedBatch(t *testing.T) {
 		}
 	}
 	b.waitCancelled(t, calls)
+	letReturn()
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
