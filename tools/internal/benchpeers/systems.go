@@ -213,15 +213,25 @@ func randomValue() string {
 	return hex.EncodeToString(b)
 }
 
-// ---- bare SET NX PX spin lock ----
+// ---- bare SET NX PX spin lock, and the same with a fencing token ----
 
+// bareClient is the bare spin lock; with fenced, the reference that adds a
+// fencing token to it: SET NX PX and, when it took the lock, INCR of a
+// counter, in one script (fencedLock). That token is the counter's next
+// value, which a counter lost with the server (a restart without
+// persistence, a failover to a replica that missed the last increments)
+// lets repeat.
 type bareClient struct {
-	c   *goredis.Client
-	n   *atomic.Int64
-	ttl time.Duration
+	c      *goredis.Client
+	n      *atomic.Int64
+	ttl    time.Duration
+	fenced bool
 }
 
-var bareUnlock = goredis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) end return 0`)
+var (
+	bareUnlock = goredis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) end return 0`)
+	fencedLock = goredis.NewScript(`if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return redis.call("incr", KEYS[2]) end return 0`)
+)
 
 func openBare(ctx context.Context, ep Endpoints, ttl time.Duration) (client, error) {
 	n := new(atomic.Int64)
@@ -232,11 +242,33 @@ func openBare(ctx context.Context, ep Endpoints, ttl time.Duration) (client, err
 	return &bareClient{c: cs[0], n: n, ttl: ttlOr(ttl)}, nil
 }
 
+func openFenced(ctx context.Context, ep Endpoints, ttl time.Duration) (client, error) {
+	c, err := openBare(ctx, ep, ttl)
+	if err != nil {
+		return nil, err
+	}
+	c.(*bareClient).fenced = true
+	return c, nil
+}
+
+// take makes one attempt on key with owner value v.
+func (b *bareClient) take(ctx context.Context, key, v string) (bool, error) {
+	if !b.fenced {
+		return b.c.SetNX(ctx, key, v, b.ttl).Result()
+	}
+	token, err := fencedLock.Run(ctx, b.c, []string{key, key + ":token"}, v, b.ttl.Milliseconds()).Int64()
+	return token > 0, err
+}
+
 func (b *bareClient) lock(ctx context.Context, key string) (func(context.Context) error, error) {
 	v := randomValue()
-	key = "benchpeers:bare:" + key
+	if b.fenced {
+		key = "{benchpeers:fenced:" + key + "}"
+	} else {
+		key = "benchpeers:bare:" + key
+	}
 	for {
-		ok, err := b.c.SetNX(ctx, key, v, b.ttl).Result()
+		ok, err := b.take(ctx, key, v)
 		if err != nil {
 			return nil, err
 		}
@@ -253,44 +285,6 @@ func (b *bareClient) lock(ctx context.Context, key string) (func(context.Context
 
 func (b *bareClient) roundTrips() int64 { return b.n.Load() }
 func (b *bareClient) close() error      { return b.c.Close() }
-
-// ---- fenced SET NX PX spin lock ----
-
-// fencedLock is the bare lock with a fencing token: SET NX PX and, when it
-// took the lock, INCR of a counter, in one script. The token it returns is
-// the counter's next value, which a counter lost with the server (a
-// restart without persistence, a failover to a replica that missed the
-// last increments) lets repeat.
-var fencedLock = goredis.NewScript(`if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return redis.call("incr", KEYS[2]) end return 0`)
-
-type fencedClient struct{ bareClient }
-
-func openFenced(ctx context.Context, ep Endpoints, ttl time.Duration) (client, error) {
-	c, err := openBare(ctx, ep, ttl)
-	if err != nil {
-		return nil, err
-	}
-	return &fencedClient{*c.(*bareClient)}, nil
-}
-
-func (f *fencedClient) lock(ctx context.Context, key string) (func(context.Context) error, error) {
-	v := randomValue()
-	key = "{benchpeers:fenced:" + key + "}"
-	for {
-		token, err := fencedLock.Run(ctx, f.c, []string{key, key + ":token"}, v, f.ttl.Milliseconds()).Int64()
-		if err != nil {
-			return nil, err
-		}
-		if token > 0 {
-			return func(ctx context.Context) error { return bareUnlock.Run(ctx, f.c, []string{key}, v).Err() }, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
 
 // ---- bsm/redislock ----
 
