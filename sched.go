@@ -21,6 +21,14 @@ const (
 	maxRenewWorkersSingle = 1024
 	// maxRenewBatch is the most holds handed to one RenewBatch call.
 	maxRenewBatch = 1024
+	// maxLossWorkers bounds the goroutines of the loss lane, which ends
+	// the holds whose validity window ran down (closes Done, tells the
+	// observers). The lane makes no driver call, so it never waits behind
+	// one: however many renewal calls a stalled store keeps in flight,
+	// Done closes at the loss margin.
+	maxLossWorkers = 4
+	// lossChunk is how many lost holds a loss worker takes at a time.
+	lossChunk = 256
 	// schedLinger is how long the loop goroutine stays after the last hold
 	// ended, so that a program that locks and unlocks in a loop does not
 	// start a goroutine for every hold.
@@ -30,10 +38,16 @@ const (
 // scheduler is a Locker's renewal watchdog: one timer heap of every hold,
 // keyed by when each must be looked at next (its renewal, or its loss
 // deadline), served by one goroutine that runs while holds exist (and
-// schedLinger after the last one ended), and a small pool of workers for
-// the driver calls. A hold costs an entry in the heap, not a goroutine or
-// a timer; holds due together are renewed together, in one RenewBatch call
-// when the driver has it.
+// schedLinger after the last one ended), a bounded pool of workers for
+// the driver calls, and a loss lane of its own. A hold costs an entry in
+// the heap, not a goroutine or a timer; holds due together are renewed
+// together, in one RenewBatch call when the driver has it.
+//
+// The two pools never share work: a renewal call on a stalled store keeps
+// its worker until its deadline (the loss margin of the earliest hold it
+// renews), and a loss queued behind such calls would close Done after the
+// lease could have ended on the server. Lost holds go to the loss lane,
+// which runs no driver call and so is never kept waiting by one.
 //
 // The loop sleeps on one timer that schedule and remove reset themselves
 // (a timer's Reset does not wake anyone), so that a hold granted or ended
@@ -49,8 +63,10 @@ type scheduler struct {
 	running    bool        // the loop goroutine runs
 	emptySince time.Time   // when the heap last became empty
 	closing    bool        // Close: the loop leaves as soon as the heap is empty
-	jobs       []func()    // work for the pool
+	jobs       []func()    // driver calls for the pool
 	workers    int         // pool goroutines running
+	lost       []*hold     // holds for the loss lane
+	lossers    int         // loss lane goroutines running
 }
 
 func newScheduler(l *locker) *scheduler {
@@ -191,14 +207,17 @@ func (s *scheduler) loop() {
 // renewal, or to be looked at later, and hands the driver calls to the
 // pool: the renewals in batches when the driver has RenewBatch.
 func (s *scheduler) dispatch(due []*hold, now time.Time) {
-	var renew []*hold
+	var renew, lost []*hold
 	for _, h := range due {
 		switch h.decide(now, s.batch != nil) {
 		case actLose:
-			s.run(func() { h.checkClock() })
+			lost = append(lost, h)
 		case actRenew:
 			renew = append(renew, h)
 		}
+	}
+	if len(lost) > 0 {
+		s.lose(lost)
 	}
 	if len(renew) == 0 {
 		return
@@ -234,6 +253,44 @@ func (s *scheduler) run(f func()) {
 	s.mu.Unlock()
 	if start {
 		go s.work()
+	}
+}
+
+// lose hands holds whose validity window ran down to the loss lane,
+// starting loss workers as the queue needs them (one per lossChunk holds,
+// at most maxLossWorkers).
+func (s *scheduler) lose(hs []*hold) {
+	s.mu.Lock()
+	s.lost = append(s.lost, hs...)
+	start := max(min(maxLossWorkers, (len(s.lost)+lossChunk-1)/lossChunk)-s.lossers, 0)
+	s.lossers += start
+	s.l.wg.Add(start)
+	s.mu.Unlock()
+	for range start {
+		go s.loseWork()
+	}
+}
+
+// loseWork ends lost holds until the loss lane's queue is empty.
+func (s *scheduler) loseWork() {
+	defer s.l.wg.Done()
+	var chunk []*hold
+	for {
+		s.mu.Lock()
+		if len(s.lost) == 0 {
+			s.lossers--
+			s.lost = nil
+			s.mu.Unlock()
+			return
+		}
+		n := min(len(s.lost), lossChunk)
+		chunk = append(chunk[:0], s.lost[:n]...)
+		clear(s.lost[:n])
+		s.lost = s.lost[n:]
+		s.mu.Unlock()
+		for _, h := range chunk {
+			h.checkClock()
+		}
 	}
 }
 
