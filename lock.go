@@ -83,7 +83,10 @@ type Mutex interface {
 	TryLock(ctx context.Context) error
 	// Unlock releases the lock. It returns ErrNotHeld when this Mutex does
 	// not hold it, and ErrLockLost (after trying to release anyway, safely)
-	// when the hold was lost before Unlock.
+	// when the hold was lost before Unlock. The release does not stop when
+	// ctx ends: a deferred Unlock(r.Context()) whose client went away still
+	// gives the key back, with up to 5 s more after ctx ended, rather than
+	// leaving it held on the server for a whole lease.
 	Unlock(ctx context.Context) error
 	// Renew extends the lease to a full TTL from now. It returns ErrNotHeld
 	// when nothing is held and ErrLockLost when the hold was lost.

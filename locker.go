@@ -15,6 +15,26 @@ import (
 // closeReleaseTimeout bounds how long Close spends releasing held locks.
 const closeReleaseTimeout = 5 * time.Second
 
+// releaseGrace is how long a release goes on after its caller's context
+// has ended (see releaseContext).
+const releaseGrace = 5 * time.Second
+
+// releaseContext is the context a release (Unlock, Release, Resign) runs
+// on: ctx's values, not its end. A caller whose context ends, or has
+// already ended, while it gives a lock back (an HTTP handler whose client
+// went away, with a deferred Unlock) would otherwise leave the key held on
+// the server for a whole lease, with nothing left to retry the release
+// with. The release has releaseGrace more once ctx has ended. cancel must
+// be called when the release returns.
+func releaseContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Err() != nil {
+		return context.WithTimeout(context.WithoutCancel(ctx), releaseGrace)
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(releaseGrace, cancel) })
+	return rctx, func() { stop(); cancel() }
+}
+
 // locker is the portable Locker over one driver.
 //
 // Close and the calls in flight meet under mu: every Mutex call registers
@@ -126,20 +146,25 @@ func (l *locker) checkOpen() error {
 // Close has begun. The context it returns is ctx, also cancelled (cause
 // ErrClosed) when Close begins, or for an Unlock (release) when Close's
 // grace for releases ends; exit must be called when the call returns.
+//
+// Everything that can panic (a nil ctx) runs before the call is counted, so
+// that a recovered panic never leaves Close waiting for a call that is gone.
 func (l *locker) enter(ctx context.Context, release bool) (context.Context, func(), error) {
-	l.mu.Lock()
-	if l.isClosed {
-		l.mu.Unlock()
-		return nil, nil, ErrClosed
-	}
-	l.calls++
-	l.mu.Unlock()
 	end := l.life
 	if release {
 		end = l.grace
 	}
 	cctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(end, func() { cancel(ErrClosed) })
+	l.mu.Lock()
+	if l.isClosed {
+		l.mu.Unlock()
+		stop()
+		cancel(nil)
+		return nil, nil, ErrClosed
+	}
+	l.calls++
+	l.mu.Unlock()
 	return cctx, func() {
 		stop()
 		cancel(nil)

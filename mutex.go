@@ -402,6 +402,8 @@ func (m *mutex) Unlock(ctx context.Context) error {
 }
 
 func (m *mutex) unlock(ctx context.Context) error {
+	ctx, cancel := releaseContext(ctx)
+	defer cancel()
 	ctx, exit, err := m.l.enter(ctx, true)
 	if err != nil {
 		return m.errorf("unlock", err)

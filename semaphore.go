@@ -375,11 +375,14 @@ func describePermits(n int, ok bool) string {
 
 // Release gives the permit back. It returns ErrNotHeld when this Semaphore
 // holds none, and an error matching ErrLockLost when the permit was lost
-// before Release.
+// before Release. As Mutex.Unlock, it gives the permit back even when ctx
+// has ended.
 func (s *Semaphore) Release(ctx context.Context) error {
 	if s.held() == nil {
 		return s.errorf("release", ErrNotHeld)
 	}
+	ctx, cancel := releaseContext(ctx)
+	defer cancel()
 	if err := s.enter(ctx); err != nil {
 		return s.errorf("release", err)
 	}

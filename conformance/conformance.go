@@ -24,7 +24,8 @@
 // The cases, each a subtest of Run: LockUnlock, TryLockHeld, Exclusion,
 // Fencing, Expiry, Renew, AutoRenew, Context, Handoff, Keys, Misuse, Close,
 // Unavailable, BrokenLease, ManyKeys, and the portable contract's: OpenErrors, PanicInDo,
-// CloseRace, LockTimeoutClass, UnlockAfterTakeover, LocksAfterLoss,
+// CloseRace, LockTimeoutClass, UnlockEndedContext, PanicThenClose,
+// UnlockAfterTakeover, LocksAfterLoss,
 // HoldCause, PausedHold, operating locks': Inspect, InspectQueue,
 // InspectExpiry, Break, InspectErrors, multi-key locks': MultiLock,
 // MultiPartial, MultiOverlap, MultiLoss, MultiClose, semaphores':
@@ -173,6 +174,8 @@ func Run(t *testing.T, h Harness) {
 		{"PanicInDo", false, s.panicInDo},
 		{"CloseRace", false, s.closeRace},
 		{"LockTimeoutClass", false, s.lockTimeoutClass},
+		{"UnlockEndedContext", false, s.unlockEndedContext},
+		{"PanicThenClose", false, s.panicThenClose},
 		// Serial although they wait on leases: they open and close
 		// clients, which AutoRenew's goroutine count, taken beside the
 		// parallel cases, would see.
