@@ -3,6 +3,7 @@ package faults
 import (
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // The checks of a semaphore run, where workers hold permits of one
@@ -67,26 +68,33 @@ func byPermit(h History) map[string]History {
 // PermitChecks runs a check on every permit's own history, and sums the
 // verdicts into one named "permit-"+name.
 func PermitChecks(h History, check func(History) Check) Check {
+	return keyedChecks(h, "permit-", check)
+}
+
+// KeyChecks runs a check on every key's own history, in a run whose
+// events name the key they belong to (a many-holds run), and sums the
+// verdicts into one named "key-"+name.
+func KeyChecks(h History, check func(History) Check) Check {
+	return keyedChecks(h, "key-", check)
+}
+
+func keyedChecks(h History, prefix string, check func(History) Check) Check {
 	perm := byPermit(h)
 	keys := make([]string, 0, len(perm))
 	for k := range perm {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var out Check
+	out := Check{Name: prefix + check(History{}).Name}
 	for _, k := range keys {
 		c := check(perm[k])
-		out.Name = "permit-" + c.Name
 		out.Violations += c.Violations
 		if c.Violations > 0 && out.Detail == "" {
 			out.Detail = k + ": " + c.Detail
 		}
 	}
-	if out.Name == "" {
-		out.Name = "permit-" + check(History{}).Name
-	}
 	if out.Detail == "" {
-		out.Detail = fmt.Sprintf("%d permits", len(keys))
+		out.Detail = fmt.Sprintf("%d %ss", len(keys), strings.TrimSuffix(prefix, "-"))
 	}
 	return out
 }
