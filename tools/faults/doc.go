@@ -22,6 +22,8 @@
 //   - monotone tokens: tokens strictly increase in acquisition order;
 //   - loss before expiry: a hold reported lost was reported before its
 //     validity deadline;
+//   - done before lease end (many-holds runs): every hold's Done closed
+//     before its validity deadline plus the drift allowance;
 //   - liveness: after a fault heals, some worker acquires within a bound.
 //
 // In a semaphore run (RunOptions.Permits, check_permits.go) workers hold
@@ -36,6 +38,19 @@
 // members of a private, peer-routed copy of the cluster
 // (topology.PeerRouted), so that one member can be cut off from the others
 // in both directions while its clients still reach it.
+//
+// In a many-holds run (RunOptions.Holds, manyholds.go) one worker holds a
+// thousand keys on one Locker, half with Lock and Done and half inside
+// dlock.Do, and reports for each hold the instant its Done (or Do's
+// context) closed and the validity deadline it last had, as the Locker's
+// Observer saw it (Lease and Done themselves read the clock and would
+// declare the loss in the watchdog's place). Its store is then cut off: its
+// link held (Link.Cut), or on file:// every state file's flock held from
+// outside. done-before-lease-end checks that every Done closed before the
+// deadline plus driver.DriftAllowance, when the store may end the lease at
+// the soonest, however many renewal calls were stalled meanwhile; a second
+// worker, with a Locker of its own, then takes over a sample of the keys,
+// and the checks above run on each key's own history.
 //
 // Canary scenarios pause a holder past its lease with an unfenced resource
 // and must show a violation: a canary that shows nothing means the harness

@@ -16,6 +16,7 @@ const (
 	EvRelease = "release" // Unlock returned nil
 	EvLost    = "lost"    // Done closed before Unlock
 	EvError   = "error"   // Lock or Unlock failed; Err says why
+	EvHeld    = "held"    // a many-holds worker holds every key (Value: how many)
 )
 
 // Event is one step of a worker's history.
@@ -26,6 +27,7 @@ type Event struct {
 	Token   uint64 `json:"t,omitempty"`
 	Mono    int64  `json:"m"`           // CLOCK_MONOTONIC, ns
 	Expires int64  `json:"x,omitempty"` // validity deadline, CLOCK_MONOTONIC ns
+	TTL     int64  `json:"l,omitempty"` // the hold's TTL, ns, in a many-holds run
 	Value   int64  `json:"v,omitempty"`
 	Err     string `json:"e,omitempty"`
 }

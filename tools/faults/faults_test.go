@@ -14,6 +14,7 @@ import (
 
 	_ "github.com/dlock-go/dlock/backend/consul"
 	_ "github.com/dlock-go/dlock/backend/etcd"
+	_ "github.com/dlock-go/dlock/backend/file"
 	_ "github.com/dlock-go/dlock/backend/postgres"
 	_ "github.com/dlock-go/dlock/backend/redis"
 	_ "github.com/dlock-go/dlock/backend/redis/rediscluster"
@@ -63,6 +64,11 @@ func consulB(t *testing.T) Backend {
 	return Backend{Name: "consul", URL: testenv.Endpoint(t, "DLOCK_CONSUL_URL") + "?lockdelay=1s", TTL: 10 * time.Second, Grace: 10 * time.Second, Liveness: 6 * time.Second}
 }
 
+// fileB is the file backend on a directory of the cell's own.
+func fileB(t *testing.T) Backend {
+	return Backend{Name: "file", URL: "file://" + t.TempDir(), TTL: time.Second, Liveness: 2 * time.Second}
+}
+
 // postgresB keeps its leases in a table of the suite's own (the keys of
 // every run are distinct).
 func postgresB(t *testing.T) Backend {
@@ -71,14 +77,15 @@ func postgresB(t *testing.T) Backend {
 
 // TestFaults runs the matrix: scenario × backend.
 //
-// The cells run in three lanes side by side, each lane one cell at a
+// The cells run in four lanes side by side, each lane one cell at a
 // time, because many cells kill, pause or cut off servers: a lane's cells
 // touch only servers that no other lane's cells disturb. Consul's cells
 // pause, kill and cut off its clients, never the agent, and no other
 // cell uses the agent; the failover cells start private topologies of
 // their own. Consul's leases (10 s at least) and the failovers' timeouts
-// make these two lanes most of the matrix's waiting; the main lane has
-// every other cell.
+// make these two lanes most of the matrix's waiting. The fourth lane has
+// scenario 18 on the stores no cell stops (file, etcd, zookeeper: their
+// cells cut off only clients); the main lane has every other cell.
 func TestFaults(t *testing.T) {
 	var lanes sync.WaitGroup
 	lane := func(cells func()) {
@@ -93,10 +100,18 @@ func TestFaults(t *testing.T) {
 		backendCells(t, "consul", consulB)
 		electionCells(t, "consul", consulB)
 		t.Run("10-consul-session-invalidated", func(t *testing.T) { consulInvalidated(t, consulB(t)) })
+		t.Run("18-many-holds-cut-off/consul", func(t *testing.T) { manyHoldsCutOff(t, consulB(t)) })
 	})
 	lane(func() {
 		t.Run("12-sentinel-failover", sentinelFailover)
 		t.Run("13-cluster-failover", clusterFailover)
+	})
+	// Scenario 18 where no other cell disturbs the store: its cells
+	// only cut their own client off, and hold a thousand leases.
+	lane(func() {
+		t.Run("18-many-holds-cut-off/file", func(t *testing.T) { manyHoldsCutOff(t, fileB(t)) })
+		t.Run("18-many-holds-cut-off/etcd", func(t *testing.T) { manyHoldsCutOff(t, etcdB(t)) })
+		t.Run("18-many-holds-cut-off/zookeeper", func(t *testing.T) { manyHoldsCutOff(t, zkB(t)) })
 	})
 
 	common := map[string]func(*testing.T) Backend{
@@ -138,6 +153,11 @@ func TestFaults(t *testing.T) {
 		clientPartition(t, b, "9 ZooKeeper session expired (partition past the session timeout)", 3*b.TTL)
 	})
 	t.Run("11-zk-follower-isolated/zookeeper3", func(t *testing.T) { followerIsolated(t, zk3B(t)) })
+	for _, name := range []string{"redis", "redlock", "postgres"} {
+		t.Run("18-many-holds-cut-off/"+name, func(t *testing.T) { manyHoldsCutOff(t, common[name](t)) })
+	}
+	t.Run("18-many-holds-cut-off/etcd3", func(t *testing.T) { manyHoldsCutOff(t, etcd3B(t)) })
+	t.Run("18-many-holds-cut-off/zookeeper3", func(t *testing.T) { manyHoldsCutOff(t, zk3B(t)) })
 }
 
 // backendCells runs the cells every backend has, on one backend.

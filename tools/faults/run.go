@@ -63,6 +63,13 @@ type RunOptions struct {
 	// Elect makes the workers candidates in an election instead of
 	// holders of a lock (see WorkerConfig.Elect).
 	Elect bool
+	// Holds, when above 0, makes worker 0 hold that many keys on one
+	// Locker and worker 1 (if any) the taker of a sample of them (see
+	// WorkerConfig.Holds).
+	Holds int
+	// HoldsSpread spreads the TTLs of a many-holds run's holds from the
+	// backend's TTL to that plus HoldsSpread (holdTTL).
+	HoldsSpread time.Duration
 }
 
 // Start starts the resource and the workers.
@@ -88,6 +95,7 @@ func Start(t testing.TB, b Backend, o RunOptions) *Run {
 		cfg.SelfStop = o.SelfStop && i == 0
 		cfg.Permits = o.Permits
 		cfg.Elect = o.Elect
+		cfg.Holds, cfg.Taker, cfg.Spread = o.Holds, o.Holds > 0 && i > 0, o.HoldsSpread
 		w := &worker{cfg: cfg, done: make(chan struct{}), log: filepath.Join(logDir, fmt.Sprintf("worker-%d.log", i))}
 		w.cmd = exec.Command(os.Args[0], "-test.run=^$")
 		w.cmd.Env = append(os.Environ(), cfg.env()...)

@@ -28,6 +28,9 @@ const (
 	envSelfStop = "DLOCK_FAULT_SELFSTOP" // stop (SIGSTOP) itself after its first read
 	envPermits  = "DLOCK_FAULT_PERMITS"  // > 0: hold a permit of a semaphore of that many instead of the lock
 	envElect    = "DLOCK_FAULT_ELECT"    // campaign in an election on the key instead of locking it
+	envHolds    = "DLOCK_FAULT_HOLDS"    // > 0: hold that many keys on one Locker (manyholds.go)
+	envTaker    = "DLOCK_FAULT_TAKER"    // with envHolds: take over a sample of those keys instead
+	envSpread   = "DLOCK_FAULT_SPREAD"   // with envHolds: the holds' TTLs run from TTL to TTL plus this
 )
 
 // WorkerConfig describes one worker process.
@@ -51,6 +54,13 @@ type WorkerConfig struct {
 	// Campaign instead of Lock, the term as the token, Resign instead of
 	// Unlock. The rest of the loop is the same.
 	Elect bool
+	// Holds, when above 0, makes the worker hold that many keys under
+	// Key on one Locker and report when each hold's Done closed, instead
+	// of the loop (manyholds.go); with Taker, it takes over a sample of
+	// those keys once told to, from a Locker of its own.
+	Holds  int
+	Taker  bool
+	Spread time.Duration // the holds' TTLs run from TTL to TTL+Spread (holdTTL)
 }
 
 func (c WorkerConfig) env() []string {
@@ -73,6 +83,15 @@ func (c WorkerConfig) env() []string {
 	if c.Elect {
 		env = append(env, envElect+"=1")
 	}
+	if c.Holds > 0 {
+		env = append(env, envHolds+"="+strconv.Itoa(c.Holds))
+	}
+	if c.Taker {
+		env = append(env, envTaker+"=1")
+	}
+	if c.Spread > 0 {
+		env = append(env, envSpread+"="+c.Spread.String())
+	}
 	return env
 }
 
@@ -86,9 +105,11 @@ func MaybeWorker() {
 	ttl, _ := time.ParseDuration(os.Getenv(envTTL))
 	hold, _ := time.ParseDuration(os.Getenv(envHold))
 	permits, _ := strconv.Atoi(os.Getenv(envPermits))
+	holds, _ := strconv.Atoi(os.Getenv(envHolds))
+	spread, _ := time.ParseDuration(os.Getenv(envSpread))
 	cfg := WorkerConfig{ID: id, URL: os.Getenv(envURL), Key: os.Getenv(envKey), TTL: ttl,
 		Resource: os.Getenv(envResource), Hold: hold, SelfStop: os.Getenv(envSelfStop) == "1", Permits: permits,
-		Elect: os.Getenv(envElect) == "1"}
+		Elect: os.Getenv(envElect) == "1", Holds: holds, Taker: os.Getenv(envTaker) == "1", Spread: spread}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := runWorker(ctx, cfg); err != nil {
@@ -152,6 +173,9 @@ func runWorker(ctx context.Context, cfg WorkerConfig) error {
 	// stale while the worker is paused.
 	c := &workerClient{cfg: cfg, http: &http.Client{Timeout: 10 * time.Second,
 		Transport: &http.Transport{DisableKeepAlives: true}}}
+	if cfg.Holds > 0 {
+		return runManyHolds(ctx, c)
+	}
 	locker, err := dlock.Open(ctx, cfg.URL)
 	if err != nil {
 		return err
