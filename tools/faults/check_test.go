@@ -142,3 +142,32 @@ func TestScenarioRankOrdersRows(t *testing.T) {
 		t.Fatalf("rows in order %q; want %q", got, want)
 	}
 }
+
+// done-before-lease-end sees a Done that closed after its deadline plus
+// the drift allowance, and a hold that never reported its loss; a Done
+// closed inside the drift allowance is on time.
+func TestCheckDoneBeforeLeaseEnd(t *testing.T) {
+	ttl := int64(4 * time.Second)
+	drift := int64(40*time.Millisecond + 2*time.Millisecond) // driver.DriftAllowance(4s)
+	acquire := func(key string) Event {
+		return Event{Worker: 0, Kind: EvAcquire, Key: key, Token: 1, Mono: 0, Expires: 1000 * ms, TTL: ttl}
+	}
+	lost := func(key string, at int64) Event {
+		return Event{Worker: 0, Kind: EvLost, Key: key, Token: 1, Mono: at, Expires: 1000 * ms, TTL: ttl}
+	}
+	onTime := History{Events: []Event{acquire("a"), acquire("b"), lost("a", 900*ms), lost("b", 1000*ms+drift-1)}}
+	if c := CheckDoneBeforeLeaseEnd(onTime, 0); !c.OK() {
+		t.Errorf("on time: %d violations: %s", c.Violations, c.Detail)
+	}
+	late := History{Events: []Event{acquire("a"), acquire("b"), lost("a", 900*ms), lost("b", 1000*ms+drift+1)}}
+	if c := CheckDoneBeforeLeaseEnd(late, 0); c.Violations != 1 || !strings.Contains(c.Detail, "b (TTL 4s)") {
+		t.Errorf("late: %d violations: %s; want 1, on b", c.Violations, c.Detail)
+	}
+	missing := History{Events: []Event{acquire("a"), acquire("b"), lost("a", 900*ms)}}
+	if c := CheckDoneBeforeLeaseEnd(missing, 0); c.Violations != 1 {
+		t.Errorf("missing: %d violations: %s; want 1", c.Violations, c.Detail)
+	}
+	if c := CheckDoneBeforeLeaseEnd(History{Events: []Event{acquire("a")}}, 1); c.OK() {
+		t.Errorf("no hold of worker 1 lost: the check passed: %s", c.Detail)
+	}
+}
