@@ -130,7 +130,9 @@ func runManyHolds(ctx context.Context, c *workerClient) error {
 		h := hs[i]
 		r, err := c.opKey(EvRead, h.key, h.watch.token.Load(), 0, h.watch.expires.Load())
 		if err != nil || r.Rejected {
-			return fmt.Errorf("read %s: %v (rejected %v)", h.key, err, r.Rejected)
+			err := fmt.Errorf("read %s: %v (rejected %v)", h.key, err, r.Rejected)
+			c.event(Event{Kind: EvError, Err: err.Error()})
+			return err
 		}
 		h.read = r.Value
 	}
