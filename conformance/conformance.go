@@ -24,7 +24,7 @@
 // The cases, each a subtest of Run: LockUnlock, TryLockHeld, Exclusion,
 // Fencing, Expiry, Renew, AutoRenew, Context, Handoff, Keys, Misuse, Close,
 // Unavailable, BrokenLease, ManyKeys, and the portable contract's: OpenErrors, PanicInDo,
-// CloseRace, LockTimeoutClass, UnlockEndedContext, PanicThenClose,
+// CloseRace, LockTimeoutClass, LossCutOff, UnlockEndedContext, PanicThenClose,
 // UnlockAfterTakeover, LocksAfterLoss,
 // HoldCause, PausedHold, operating locks': Inspect, InspectQueue,
 // InspectExpiry, Break, InspectErrors, multi-key locks': MultiLock,
@@ -108,6 +108,16 @@ type Harness struct {
 	// OpenErrors case adds bad parameters to it.
 	URL string
 
+	// CutOff, when not nil, returns a new Locker, as NewLocker does, and
+	// the Link by which it reaches the store, so that the LossCutOff case
+	// can cut it off. CutOffURL makes one for a backend whose URL names
+	// every server a client talks to; a file backend cuts by holding its
+	// files' locks. Nil only where no link can be cut: the memory backend
+	// (the store is the Locker's own) and topologies whose clients find
+	// their servers through another (Redis Cluster and Sentinel), which
+	// run the case in the standalone topology of the same backend.
+	CutOff func(t testing.TB, ctx context.Context, opts ...dlock.Option) (dlock.Locker, Link, error)
+
 	// CloseRounds is how many times the CloseRace case races calls against
 	// Close (default 20; more for in-process backends, fewer for slow
 	// servers).
@@ -174,6 +184,7 @@ func Run(t *testing.T, h Harness) {
 		{"PanicInDo", false, s.panicInDo},
 		{"CloseRace", false, s.closeRace},
 		{"LockTimeoutClass", false, s.lockTimeoutClass},
+		{"LossCutOff", false, s.lossCutOff},
 		{"UnlockEndedContext", false, s.unlockEndedContext},
 		{"PanicThenClose", false, s.panicThenClose},
 		// Serial although they wait on leases: they open and close
@@ -211,6 +222,9 @@ func Run(t *testing.T, h Harness) {
 	for _, c := range cases {
 		if c.name == "Unavailable" && h.InProcess {
 			continue // no server to be unreachable
+		}
+		if c.name == "LossCutOff" && h.CutOff == nil {
+			continue // no link to cut (see Harness.CutOff)
 		}
 		t.Run(c.name, func(t *testing.T) {
 			if c.parallel {
