@@ -28,7 +28,18 @@ var (
 	_ driver.Locker    = (*fileDriver)(nil)
 	_ driver.Inspector = (*fileDriver)(nil)
 	_ driver.Recorder  = (*fileDriver)(nil)
+	_ driver.Limiter   = (*fileDriver)(nil)
 )
+
+// MaxTTL is the longest lease file:// grants: 100 years. The lease's end
+// is stored as wall-clock nanoseconds since 1970 in an int64, which ends
+// in April 2262; a lease that ran past it would wrap around to one that
+// ended long ago, and the key would read as free while held. A lease of
+// 100 years taken before 2162 ends within it.
+const MaxTTL = 100 * 365 * 24 * time.Hour
+
+// Limits reports the longest lease, MaxTTL.
+func (d *fileDriver) Limits() driver.Limits { return driver.Limits{MaxTTL: MaxTTL} }
 
 func newDriver(dir string) *fileDriver {
 	return &fileDriver{dir: dir, closed: make(chan struct{})}
