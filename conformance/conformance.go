@@ -23,7 +23,7 @@
 //
 // The cases, each a subtest of Run: LockUnlock, TryLockHeld, Exclusion,
 // Fencing, Expiry, Renew, AutoRenew, Context, Handoff, Keys, Misuse, Close,
-// Unavailable, BrokenLease, ManyKeys, and the portable contract's: OpenErrors, PanicInDo,
+// Unavailable, BrokenLease, ManyKeys, and the portable contract's: OpenErrors, TTLLimit, PanicInDo,
 // CloseRace, LockTimeoutClass, UnlockAfterTakeover, LocksAfterLoss,
 // HoldCause, PausedHold, operating locks': Inspect, InspectQueue,
 // InspectExpiry, Break, InspectErrors, multi-key locks': MultiLock,
@@ -170,6 +170,7 @@ func Run(t *testing.T, h Harness) {
 		{"Break", true, s.breakHold},
 		{"InspectErrors", false, s.inspectErrors},
 		{"OpenErrors", false, s.openErrors},
+		{"TTLLimit", false, s.ttlLimit},
 		{"PanicInDo", false, s.panicInDo},
 		{"CloseRace", false, s.closeRace},
 		{"LockTimeoutClass", false, s.lockTimeoutClass},

@@ -109,6 +109,7 @@ func harness(t testing.TB) conformance.Harness {
 		URL:         testURL(t, raw, "lockdelay=1ms").String(),
 		TTL:         MinTTL,
 		ExpiryGrace: MinTTL, // Consul invalidates a session at up to 2*TTL
+		MaxTTL:      MaxTTL,
 	}
 }
 
