@@ -65,3 +65,28 @@ func TestMaxTTLWithoutDriverLimit(t *testing.T) {
 		})
 	}
 }
+
+// Open's ttl= too long for a time.Duration is a TTL above MaxTTL, refused
+// as one (ErrInvalidOption, naming MaxTTL), not as a malformed parameter.
+func TestOpenTTLBeyondDuration(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, v := range []string{"1000000000h", "9223372036854775808ns", "2562048h"} {
+		l, err := dlock.Open(ctx, "mem://ttl-beyond?ttl="+v)
+		if err == nil {
+			_ = l.Close()
+		}
+		if !errors.Is(err, dlock.ErrInvalidURL) || !errors.Is(err, dlock.ErrInvalidOption) || !strings.Contains(err.Error(), dlock.MaxTTL.String()) {
+			t.Errorf("Open with ttl=%s: %v; want ErrInvalidURL and ErrInvalidOption naming %v", v, err, dlock.MaxTTL)
+		}
+	}
+	for _, v := range []string{"abc", "1e9h", "5", "1.2.3s"} {
+		l, err := dlock.Open(ctx, "mem://ttl-beyond?ttl="+v)
+		if err == nil {
+			_ = l.Close()
+		}
+		if !errors.Is(err, dlock.ErrInvalidURL) || errors.Is(err, dlock.ErrInvalidOption) {
+			t.Errorf("Open with ttl=%s: %v; want ErrInvalidURL alone (malformed)", v, err)
+		}
+	}
+}
