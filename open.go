@@ -169,7 +169,7 @@ func portableParams(u *url.URL) ([]Option, error) {
 	p := driver.NewParams(&url.URL{RawQuery: only.Encode()})
 	if _, ok := q["ttl"]; ok {
 		if v := q.Get("ttl"); beyondDuration(v) {
-			return nil, fmt.Errorf("%w: %w: ttl=%s is above dlock's maximum of %v (dlock.MaxTTL, 100 years)",
+			return nil, fmt.Errorf("%w: %w: ttl=%s is above dlock's maximum of %v (dlock.MaxTTL, 10 years)",
 				ErrInvalidURL, ErrInvalidOption, v, MaxTTL)
 		}
 		opts = append(opts, WithTTL(p.Duration("ttl", DefaultTTL)))

@@ -192,8 +192,8 @@ type LockWatcher interface {
 // never reach the store: a lease that wraps around to one already ended
 // lets two holders in. Every driver should declare it, as a round number
 // with margin, and document it. Whatever a driver declares, dlock accepts
-// no TTL above dlock.MaxTTL (100 years), which bounds the portable
-// layer's own arithmetic.
+// no TTL above dlock.MaxTTL (10 years), which bounds the portable
+// layer's own arithmetic and leaves a driver room for its own.
 type Limits struct {
 	MinTTL time.Duration // smallest TTL (e.g. 2s for etcd); 0 means any positive TTL
 	MaxTTL time.Duration // largest TTL; 0 means dlock.MaxTTL

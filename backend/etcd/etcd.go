@@ -28,11 +28,14 @@ const DefaultPrefix = "dlock/"
 // without telling the client, so dlock refuses them when a Mutex is made.
 const MinTTL = 2 * time.Second
 
-// MaxTTL is the longest lease this backend grants: dlock.MaxTTL, 100
-// years (3,153,600,000 s). etcd refuses a lease above 9,000,000,000 s
-// (its lease.MaxLeaseTTL, about 285 years) with a bare "too large lease
-// TTL"; dlock refuses anything above MaxTTL when the Mutex is made
-// instead, naming the limit.
+// MaxTTL is the longest lease this backend grants: dlock.MaxTTL, 10
+// years (315,360,000 s). etcd refuses a lease above 9,000,000,000 s (its
+// lease.MaxLeaseTTL, about 285 years) with a bare "too large lease TTL",
+// and the Locker's lease pool, which weighs a lease's age against three
+// quarters of its TTL (3*TTL/4), overflows above 97 years: a released
+// lease then looked about to expire and was dropped without a revoke.
+// dlock refuses anything above MaxTTL when the Mutex is made instead,
+// naming the limit.
 const MaxTTL = dlock.MaxTTL
 
 // DefaultDialTimeout bounds how long Open waits for the cluster to answer.

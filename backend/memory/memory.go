@@ -27,7 +27,7 @@
 // server, so no failover, snapshot or partition to survive; a process
 // that ends takes its locks with it.
 //
-// The longest TTL is MaxTTL (100 years, dlock.MaxTTL); a longer one is
+// The longest TTL is MaxTTL (10 years, dlock.MaxTTL); a longer one is
 // refused with dlock.ErrInvalidOption when the Locker or Mutex is made.
 package memory
 
@@ -175,7 +175,7 @@ var (
 	_ driver.Limiter      = (*memDriver)(nil)
 )
 
-// MaxTTL is the longest lease mem:// grants: dlock.MaxTTL, 100 years. A
+// MaxTTL is the longest lease mem:// grants: dlock.MaxTTL, 10 years. A
 // lease here is a time.Time deadline and a runtime timer, which saturate
 // rather than overflow, so dlock's own limit is the only one.
 const MaxTTL = dlock.MaxTTL

@@ -305,7 +305,7 @@ var (
 	_ driver.Limiter = (*pgDriver)(nil)
 )
 
-// MaxTTL is the longest lease this backend grants: dlock.MaxTTL, 100
+// MaxTTL is the longest lease this backend grants: dlock.MaxTTL, 10
 // years. The lease's end is clock_timestamp() + TTL * interval '1
 // microsecond', a product PostgreSQL takes through float8, exact below
 // 2^53 microseconds (about 285 years), on a timestamptz good until the

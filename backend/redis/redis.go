@@ -151,7 +151,7 @@ var (
 	_ driver.Limiter   = (*redisDriver)(nil)
 )
 
-// MaxTTL is the longest lease this backend grants: dlock.MaxTTL, 100
+// MaxTTL is the longest lease this backend grants: dlock.MaxTTL, 10
 // years. Redis itself goes further: PX takes int64 milliseconds, and the
 // scripts' deadlines (server time in ms plus the lease, Lua doubles that
 // a script writes with 14 significant digits) stay exact until the year

@@ -121,7 +121,7 @@ var (
 	_ driver.Limiter = (*Driver)(nil)
 )
 
-// MaxTTL is the longest lease this backend grants: dlock.MaxTTL, 100
+// MaxTTL is the longest lease this backend grants: dlock.MaxTTL, 10
 // years. Each instance would take more (PX in int64 milliseconds; the
 // scripts' deadlines, server time in ms plus the lease as Lua doubles,
 // exact until the year 5138); what binds is the client's arithmetic on a
