@@ -23,9 +23,9 @@
 //
 // The cases, each a subtest of Run: LockUnlock, TryLockHeld, Exclusion,
 // Fencing, Expiry, Renew, AutoRenew, Context, Handoff, Keys, Misuse, Close,
-// Unavailable, BrokenLease, ManyKeys, and the portable contract's: OpenErrors, PanicInDo,
-// CloseRace, LockTimeoutClass, LossCutOff, UnlockEndedContext, PanicThenClose,
-// UnlockAfterTakeover, LocksAfterLoss,
+// Unavailable, BrokenLease, ManyKeys, and the portable contract's:
+// OpenErrors, TTLLimit, PanicInDo, CloseRace, LockTimeoutClass, LossCutOff,
+// UnlockEndedContext, PanicThenClose, UnlockAfterTakeover, LocksAfterLoss,
 // HoldCause, PausedHold, operating locks': Inspect, InspectQueue,
 // InspectExpiry, Break, InspectErrors, multi-key locks': MultiLock,
 // MultiPartial, MultiOverlap, MultiLoss, MultiClose, semaphores':
@@ -76,8 +76,9 @@ type Harness struct {
 	ExpiryGrace time.Duration
 
 	// MaxTTL is the backend's largest TTL (driver.Limits.MaxTTL), if it
-	// has one: the long leases the suite asks for are capped at it, and
-	// kept alive by the watchdog. Zero means no limit.
+	// has one below dlock.MaxTTL: the long leases the suite asks for are
+	// capped at it, and kept alive by the watchdog. Zero means
+	// dlock.MaxTTL.
 	MaxTTL time.Duration
 
 	// SessionLease marks a backend whose lease is a session's, kept alive
@@ -181,6 +182,7 @@ func Run(t *testing.T, h Harness) {
 		{"Break", true, s.breakHold},
 		{"InspectErrors", false, s.inspectErrors},
 		{"OpenErrors", false, s.openErrors},
+		{"TTLLimit", false, s.ttlLimit},
 		{"PanicInDo", false, s.panicInDo},
 		{"CloseRace", false, s.closeRace},
 		{"LockTimeoutClass", false, s.lockTimeoutClass},

@@ -110,6 +110,7 @@ func harness(t testing.TB) conformance.Harness {
 		CutOff:      conformance.CutOffURL(testURL(t, raw, "lockdelay=1ms").String()),
 		TTL:         MinTTL,
 		ExpiryGrace: MinTTL, // Consul invalidates a session at up to 2*TTL
+		MaxTTL:      MaxTTL,
 	}
 }
 

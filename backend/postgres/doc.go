@@ -137,7 +137,9 @@
 //	table=dlock_locks   the lease table (at most 53 bytes)
 //	schema=             its schema (default: current_schema())
 //
-// plus dlock's ttl and autorenew, and the usual connection parameters,
+// plus dlock's ttl (at most MaxTTL, 10 years; a longer TTL is refused with
+// dlock.ErrInvalidOption when the Locker or Mutex is made) and autorenew,
+// and the usual connection parameters,
 // which go to pgx: sslmode, sslrootcert, sslcert, sslkey, sslpassword,
 // connect_timeout (default here 5s, so that a server that never answers is
 // reported as unavailable), application_name, target_session_attrs,

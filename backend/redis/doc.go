@@ -148,7 +148,9 @@
 //	wait_timeout=500ms    how long WAIT may take (only with wait_replicas)
 //	allow_eviction=false  accept a maxmemory-policy other than noeviction
 //
-// plus dlock's ttl and autorenew, and every go-redis URL option
+// plus dlock's ttl (at most MaxTTL, 10 years; a longer TTL is refused with
+// dlock.ErrInvalidOption when the Locker or Mutex is made) and autorenew,
+// and every go-redis URL option
 // (dial_timeout, read_timeout, write_timeout, pool_size, client_name,
 // protocol, max_retries, skip_verify, ...). Any other parameter is an
 // error matching dlock.ErrInvalidURL. Clients made from a URL honour the

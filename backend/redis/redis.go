@@ -148,7 +148,20 @@ var (
 	_ driver.Locker    = (*redisDriver)(nil)
 	_ driver.Acquirer  = (*redisDriver)(nil)
 	_ driver.Inspector = (*redisDriver)(nil)
+	_ driver.Limiter   = (*redisDriver)(nil)
 )
+
+// MaxTTL is the longest lease this backend grants: dlock.MaxTTL, 10
+// years. Redis itself goes further: PX takes int64 milliseconds, and the
+// scripts' deadlines (server time in ms plus the lease, Lua doubles that
+// a script writes with 14 significant digits) stay exact until the year
+// 5138. What binds is the client's arithmetic on a time.Duration (the
+// lease rounded up to whole milliseconds overflows near 292 years and
+// wrapped round to a 1ms lease), which dlock.MaxTTL keeps far from.
+const MaxTTL = dlock.MaxTTL
+
+// Limits reports the longest lease, MaxTTL.
+func (d *redisDriver) Limits() driver.Limits { return driver.Limits{MaxTTL: MaxTTL} }
 
 func newDriver(ctx context.Context, client goredis.UniversalClient, cfg Config, own bool) (*redisDriver, error) {
 	switch client.(type) {
