@@ -27,7 +27,7 @@
 // CloseRace, LockTimeoutClass, UnlockAfterTakeover, LocksAfterLoss,
 // HoldCause, PausedHold, operating locks': Inspect, InspectQueue,
 // InspectExpiry, Break, InspectErrors, multi-key locks': MultiLock,
-// MultiPartial, MultiOverlap, MultiLoss, MultiClose, semaphores':
+// MultiPartial, MultiOverlap, MultiLoss, MultiClose, MultiLossWindow, semaphores':
 // Semaphore, SemaphoreBound, SemaphoreExpiry, SemaphoreMismatch,
 // SemaphoreRecord, SemaphoreClose, and leader election's: ElectionOneLeader,
 // ElectionBlocks, ElectionObserve, ElectionReplaced, ElectionFenced,
@@ -189,6 +189,7 @@ func Run(t *testing.T, h Harness) {
 		{"MultiOverlap", false, s.multiOverlap},
 		{"MultiLoss", false, s.multiLoss},
 		{"MultiClose", false, s.multiClose},
+		{"MultiLossWindow", false, s.multiLossWindow},
 		{"Semaphore", false, s.semaphore},
 		{"SemaphoreBound", false, s.semaphoreBound},
 		{"SemaphoreExpiry", false, s.semaphoreExpiry},
