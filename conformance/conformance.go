@@ -30,7 +30,7 @@
 // MultiPartial, MultiOverlap, MultiLoss, MultiClose, MultiLossWindow, semaphores':
 // Semaphore, SemaphoreBound, SemaphoreExpiry, SemaphoreMismatch,
 // SemaphoreRecord, SemaphoreClose, and leader election's: ElectionOneLeader,
-// ElectionBlocks, ElectionObserve, ElectionReplaced, ElectionFenced,
+// ElectionBlocks, ElectionObserve, ElectionObserveShort, ElectionReplaced, ElectionFenced,
 // ElectionErrors. RunBenchmarks measures the same
 // backend: uncontended Lock+Unlock, parallel distinct keys, and contended
 // handoff.
@@ -242,6 +242,7 @@ func (s *suite) electionCases() []namedCase {
 		{"ElectionOneLeader", s.electionOneLeader},
 		{"ElectionBlocks", s.electionBlocks},
 		{"ElectionObserve", s.electionObserve},
+		{"ElectionObserveShort", s.electionObserveShort},
 		{"ElectionReplaced", s.electionReplaced},
 		{"ElectionFenced", s.electionFenced},
 		{"ElectionErrors", s.electionErrors},
