@@ -442,8 +442,8 @@ func (s *suite) probeMulti(t *testing.T, l dlock.Locker, until time.Time, what s
 // tenth of the TTL before Lease().Expires), and until Expires has passed,
 // on this process's clock, no other Locker takes a key of the set, lost
 // or not, nor the whole set; afterwards every key can be taken. The same
-// when one key is broken from outside: the keys still held stay held
-// until the set's Lease().Expires, as last reported, has passed.
+// when one key is broken from outside (Locker.Break): the keys still held
+// stay held until the set's Lease().Expires, as last reported, has passed.
 func (s *suite) multiLossWindow(t *testing.T) {
 	ctx := ctxFor(t, 2*time.Minute)
 	l1, l2 := s.locker(t), s.locker(t)
@@ -482,14 +482,16 @@ func (s *suite) multiLossWindow(t *testing.T) {
 		t.Fatalf("Unlock after the loss: %v; want ErrLockLost (not ErrNotHeld)", err)
 	}
 
-	// One key broken from outside while the set is held and renewed.
+	// One key broken from outside while the set is held and renewed
+	// (Locker.Break: that key's hold only, where the harness's BreakLease
+	// may end a lease or session the other keys share).
 	held := mustMulti(t, l1, keys, dlock.WithTTL(ttl))
 	if err := held.Lock(ctx); err != nil {
 		t.Fatalf("Lock: %v", err)
 	}
 	lease = held.Lease()
-	if err := s.h.BreakLease(ctx, keys[1]); err != nil {
-		t.Fatalf("BreakLease: %v", err)
+	if info, err := l2.Break(ctx, keys[1]); err != nil || !info.Held {
+		t.Fatalf("Break: %+v, %v; want the set's hold of %q", info, err, keys[1])
 	}
 	s.probeMulti(t, l2, lease.Expires, "one key broken", keys[0], keys[2])
 	select {
