@@ -264,8 +264,10 @@ func (mm *MultiMutex) watch(h *multiHold) {
 // loss was declared, the latest the set's Lease ever reported) has passed,
 // a lost key once its own window has passed too. Releasing a lost key
 // earlier would let another client take it while the holder's Lease, read
-// before the loss, still says valid. It returns early when Unlock, a new
-// Lock or Close stops the watcher (halt): those release every key.
+// before the loss, still says valid. It returns early when Unlock or a
+// new Lock stops the watcher (halt): they release every key themselves.
+// After Close (which released every key) its releases find the Locker
+// closed and change nothing.
 func (mm *MultiMutex) releaseAfterWindows(h *multiHold) {
 	var end time.Time
 	for i, k := range h.keys {
@@ -426,7 +428,9 @@ func isDone(c <-chan struct{}) bool {
 
 // Unlock releases every key. It returns ErrNotHeld when the set is not
 // held, and an error matching ErrLockLost when a key's hold was lost before
-// Unlock (the other keys were released then).
+// Unlock; it then gives back at once every key the set had not yet
+// released, the lost ones included (guarded: a key taken over since is
+// left alone), as Mutex.Unlock does after a loss.
 func (mm *MultiMutex) Unlock(ctx context.Context) error {
 	if mm.current() == nil {
 		return mm.errorf("unlock", ErrNotHeld)
