@@ -73,8 +73,9 @@ type Leader struct {
 // Break of it) and its release a TTL later, plus one Lock and one Unlock of
 // the announce key (uncontended: that backend's Lock+Unlock round trips);
 // Resign one Unlock; Leader one Inspect; each observed change two
-// Inspects, and each Observe one Inspect and one watch for its lifetime. Leadership is renewed by the
-// watchdog about every TTL/3, one Renew each. The waits and watches used:
+// Inspects, and each Observe one Inspect and one watch for its lifetime.
+// Leadership is renewed by the watchdog about every TTL/3, one Renew each.
+// The waits and watches used:
 //
 //	memory    in-process notification on release and expiry; no round trip
 //	file      inotify on the key's state file; a few file operations each
@@ -110,9 +111,8 @@ type Leader struct {
 // backend: one leader at a time across Lockers, that a second Campaign does
 // not return while the first candidate leads, observers seeing every leader
 // in order with strictly increasing terms, a leader that resigned at once
-// included (and a slow one the latest),
-// replacement of a resigned and of a crashed leader, and a paused leader's
-// term refused by a fence.
+// included (and a slow one the latest), replacement of a resigned and of a
+// crashed leader, and a paused leader's term refused by a fence.
 type Election struct {
 	l    *locker
 	name string
