@@ -255,7 +255,9 @@ func (e *Election) announce(ctx context.Context, leader Mutex, value string) err
 	if term == 0 {
 		return ended(ErrLockLost)
 	}
-	if err := e.publish(ctx, term, value, e.ttl()); err != nil {
+	// A leader whose announcement the store refuses is still seen on name
+	// while it leads: Campaign goes on without it.
+	if err := e.publish(ctx, term, value, e.ttl()); err != nil && !errors.Is(err, errNotAnnounced) {
 		return ended(err)
 	}
 	if err := a.Lock(ctx); err != nil {
@@ -362,12 +364,14 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // leader's replaced before the observer read it (leaders that follow each
 // other within about one Inspect round trip of the observer's wake, or
 // within the time it was retrying after errors); an announcement older
-// than one TTL when the observer reads it; and a leader whose value is
-// too long to be announced beside its term (more than driver.MaxMetaLen
-// bytes with the term, its decimal digits and a space) when it no longer
-// leads when the observer looks. Leaders announced before Observe was
-// called are not delivered, only the one leading then. Whatever is missed,
-// the terms delivered strictly increase.
+// than one TTL when the observer reads it; a leader whose announcement the
+// store refused (a Consul lock-delay on the announcement key after the
+// session of the previous leader's process ended) and a leader whose value
+// is too long to be announced beside its term (more than
+// driver.MaxMetaLen bytes with the term, its decimal digits and a space),
+// each when it no longer leads when the observer looks. Leaders announced
+// before Observe was called are not delivered, only the one leading then.
+// Whatever is missed, the terms delivered strictly increase.
 //
 // A reader that does not keep up misses intermediate leaders: the channel
 // holds the oldest leader not yet received, and the observer keeps only

@@ -51,14 +51,22 @@ func parseAnnouncement(meta string) (term Token, value string, hasValue, ok bool
 	return Token(n), v, hasValue, true
 }
 
-// maxPublish bounds publish's attempts: each one that fails has found the
-// key held by an older announcement and broken it, so only announcers
-// racing for it make another necessary.
-const maxPublish = 10
+// maxPublish bounds publish's attempts: one that fails has found the key
+// held by an older announcement and broken it, or found it free (it ran
+// out meanwhile, or the store refuses it for a while: a Consul lock-delay
+// after its last writer's session ended), so only announcers racing for
+// it, or such a refusal, make another necessary.
+const maxPublish = 4
+
+// errNotAnnounced: publish could not take the announcement key. The
+// leader is not announced, and observers see it only on name, while it
+// leads; Campaign goes on.
+var errNotAnnounced = errors.New("the announcement key could not be taken")
 
 // publish writes the announcement of term: it replaces an older one
-// (Break), and fails with an error saying that leadership has ended if a
-// newer one is there. The hold is given back after one TTL.
+// (Break), and fails with an error matching ErrLockLost, saying that
+// leadership has ended, if a newer one is there; with errNotAnnounced if
+// the key stays refused. The hold is given back after one TTL.
 func (e *Election) publish(ctx context.Context, term Token, value string, ttl time.Duration) error {
 	ctx, exit, err := e.l.enter(ctx, false)
 	if err != nil {
@@ -75,10 +83,7 @@ func (e *Election) publish(ctx context.Context, term Token, value string, ttl ti
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	req := driver.Request{Key: e.rec, TTL: ttl, Owner: hex.EncodeToString(b[:]), Meta: announcement(term, value)}
-	for attempt := 0; ; attempt++ {
-		if attempt == maxPublish {
-			return fmt.Errorf("%w: the announcement key stayed taken after %d attempts", ErrUnavailable, attempt)
-		}
+	for range maxPublish {
 		h, err := e.l.drv.TryAcquire(ctx, req)
 		if err == nil {
 			e.retire(h, ttl)
@@ -92,7 +97,7 @@ func (e *Election) publish(ctx context.Context, term Token, value string, ttl ti
 			return fail(err)
 		}
 		if !info.Held {
-			continue // it ran out meanwhile
+			continue // it ran out meanwhile, or the store refuses it
 		}
 		if old, _, _, ok := parseAnnouncement(info.Meta); ok && old >= term {
 			return fmt.Errorf("%w: a later leader (term %d) has announced itself", ErrLockLost, old)
@@ -101,6 +106,7 @@ func (e *Election) publish(ctx context.Context, term Token, value string, ttl ti
 			return fail(err)
 		}
 	}
+	return errNotAnnounced
 }
 
 // retire gives the announcement's hold back after ttl: a guarded release,

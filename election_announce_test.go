@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend/memory"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // The announcement a Campaign leaves stays readable after the leader
@@ -130,4 +131,51 @@ func TestElectionStaleAnnouncementRefused(t *testing.T) {
 		t.Fatalf("announcement %q; want %q", info.Owner, want)
 	}
 	_ = e.Resign(ctx)
+}
+
+// refusing is the memory driver refusing the announcement key, as Consul
+// does during a lock-delay.
+type refusing struct {
+	driver.Locker
+	driver.Inspector
+}
+
+func (r refusing) TryAcquire(ctx context.Context, req driver.Request) (driver.Hold, error) {
+	if strings.HasPrefix(req.Key, "dlock-election-leader/") {
+		return driver.Hold{}, fmt.Errorf("%w: refused for a while", driver.ErrNotAcquired)
+	}
+	return r.Locker.TryAcquire(ctx, req)
+}
+
+// A Campaign whose announcement the store refuses still leads, and is
+// observed while it leads.
+func TestElectionAnnouncementRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d := memory.NewStore().Driver()
+	l, err := dlock.NewLocker(refusing{d, d.(driver.Inspector)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	obs, _ := dlock.NewElection(l, "e")
+	seen, err := obs.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := dlock.NewElection(l, "e")
+	if err := e.Campaign(ctx, "v"); err != nil {
+		t.Fatalf("Campaign with the announcement refused: %v", err)
+	}
+	select {
+	case v := <-seen:
+		if v.Value != "v" || v.Term != e.Term() {
+			t.Fatalf("observed %+v; want v with term %d", v, e.Term())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a leader whose announcement was refused was not observed while it led")
+	}
+	if err := e.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
