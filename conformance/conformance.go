@@ -28,10 +28,10 @@
 // UnlockEndedContext, PanicThenClose, UnlockAfterTakeover, LocksAfterLoss,
 // HoldCause, PausedHold, operating locks': Inspect, InspectQueue,
 // InspectExpiry, Break, InspectErrors, multi-key locks': MultiLock,
-// MultiPartial, MultiOverlap, MultiLoss, MultiClose, semaphores':
+// MultiPartial, MultiOverlap, MultiLoss, MultiClose, MultiLossWindow, semaphores':
 // Semaphore, SemaphoreBound, SemaphoreExpiry, SemaphoreMismatch,
 // SemaphoreRecord, SemaphoreClose, and leader election's: ElectionOneLeader,
-// ElectionBlocks, ElectionObserve, ElectionReplaced, ElectionFenced,
+// ElectionBlocks, ElectionObserve, ElectionObserveShort, ElectionReplaced, ElectionFenced,
 // ElectionErrors. RunBenchmarks measures the same
 // backend: uncontended Lock+Unlock, parallel distinct keys, and contended
 // handoff.
@@ -205,6 +205,7 @@ func Run(t *testing.T, h Harness) {
 		{"MultiOverlap", false, s.multiOverlap},
 		{"MultiLoss", false, s.multiLoss},
 		{"MultiClose", false, s.multiClose},
+		{"MultiLossWindow", false, s.multiLossWindow},
 		{"Semaphore", false, s.semaphore},
 		{"SemaphoreBound", false, s.semaphoreBound},
 		{"SemaphoreExpiry", false, s.semaphoreExpiry},
@@ -260,6 +261,7 @@ func (s *suite) electionCases() []namedCase {
 		{"ElectionOneLeader", s.electionOneLeader},
 		{"ElectionBlocks", s.electionBlocks},
 		{"ElectionObserve", s.electionObserve},
+		{"ElectionObserveShort", s.electionObserveShort},
 		{"ElectionReplaced", s.electionReplaced},
 		{"ElectionFenced", s.electionFenced},
 		{"ElectionErrors", s.electionErrors},
