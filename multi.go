@@ -430,11 +430,14 @@ func isDone(c <-chan struct{}) bool {
 // held, and an error matching ErrLockLost when a key's hold was lost before
 // Unlock; it then gives back at once every key the set had not yet
 // released, the lost ones included (guarded: a key taken over since is
-// left alone), as Mutex.Unlock does after a loss.
+// left alone), as Mutex.Unlock does after a loss. As Mutex.Unlock, it
+// gives the keys back even when ctx has ended.
 func (mm *MultiMutex) Unlock(ctx context.Context) error {
 	if mm.current() == nil {
 		return mm.errorf("unlock", ErrNotHeld)
 	}
+	ctx, cancel := releaseContext(ctx)
+	defer cancel()
 	if err := mm.enter(ctx); err != nil {
 		return mm.errorf("unlock", err)
 	}
