@@ -550,7 +550,7 @@ func (d *redisDriver) Release(ctx context.Context, h driver.Hold) error {
 func (d *redisDriver) release(ctx context.Context, st *state) error {
 	// With WaitReplicas, a waiter takes the lock itself, so that its own
 	// acquire is the write it waits on.
-	keys, args := redislua.ReleaseQueueArgs(st.names.queueKeys(), st.owner, d.publish, releaseMessage, d.cfg.WaitReplicas <= 0)
+	keys, args := redislua.ReleaseQueueArgs(st.names.queueKeys(), st.owner, d.publish, releaseMessage, d.cfg.WaitReplicas <= 0, false)
 	v, err := redislua.Release.Run(ctx, d.client, keys, args...).Result()
 	if err != nil {
 		return d.mapErr(err)
