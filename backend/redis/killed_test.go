@@ -299,3 +299,31 @@ func TestSemaphoreKilledWaiter(t *testing.T) {
 		}
 	})
 }
+
+// A release asks whether a waiter hears it only where the Lockers
+// subscribe on the server that runs it: not with classic pub/sub on a
+// Cluster (PUBLISH counts the receivers of one node), nor with a Cluster
+// client that subscribes on replicas.
+func TestCanTell(t *testing.T) {
+	standalone := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"})
+	defer standalone.Close()
+	cluster := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	defer cluster.Close()
+	replicas := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, RouteRandomly: true})
+	defer replicas.Close()
+	for _, c := range []struct {
+		name    string
+		client  goredis.UniversalClient
+		sharded bool
+		want    bool
+	}{
+		{"standalone or Sentinel", standalone, false, true},
+		{"Cluster, sharded pub/sub", cluster, true, true},
+		{"Cluster, classic pub/sub", cluster, false, false},
+		{"Cluster read from replicas", replicas, true, false},
+	} {
+		if got := canTell(c.client, c.sharded); got != c.want {
+			t.Errorf("%s: canTell %v; want %v", c.name, got, c.want)
+		}
+	}
+}
