@@ -25,6 +25,18 @@
 //	dlock.lock.losses            counter        dlock.loss.cause (renewal_failed, backend_reported,
 //	                                            expired_unrenewed)
 //
+// # Buckets
+//
+// Each histogram advises its own bucket boundaries (in seconds), so an SDK
+// with its default aggregation, and no View, spreads the figures over them
+// (the SDK's own defaults, 0 to 10000, suit milliseconds: every figure here
+// would fall in the first bucket). A View still overrides them.
+//
+//	dlock.lock.wait.duration     1 ms to 10 s as HTTP request durations, then 30 s to 10 min
+//	dlock.lock.hold.duration     5 ms to 1 day
+//	dlock.lock.renewal.duration  1 ms to 10 s
+//	dlock.lock.renewal.margin    10 ms to 30 s (the default lease), then to 5 min
+//
 // # Spans
 //
 // dlock.Lock, dlock.TryLock, dlock.Unlock and dlock.Renew, with dlock.backend,

@@ -78,8 +78,9 @@ func New(opts ...Option) (*Observer, error) {
 	m := c.mp.Meter(ScopeName)
 	o := &Observer{tracer: c.tp.Tracer(ScopeName), withKey: c.withKey}
 	var errs []error
-	hist := func(name, desc string) metric.Float64Histogram {
-		h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc))
+	hist := func(name, desc string, bounds []float64) metric.Float64Histogram {
+		h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(bounds...))
 		errs = append(errs, err)
 		return h
 	}
@@ -88,10 +89,10 @@ func New(opts ...Option) (*Observer, error) {
 		errs = append(errs, err)
 		return h
 	}
-	o.wait = hist("dlock.lock.wait.duration", "Time from a Lock or TryLock call to its outcome.")
-	o.hold = hist("dlock.lock.hold.duration", "Time from acquisition to the end of a hold.")
-	o.renewDur = hist("dlock.lock.renewal.duration", "Time one renewal took.")
-	o.margin = hist("dlock.lock.renewal.margin", "What was left of the validity window when a renewal succeeded.")
+	o.wait = hist("dlock.lock.wait.duration", "Time from a Lock or TryLock call to its outcome.", waitBuckets)
+	o.hold = hist("dlock.lock.hold.duration", "Time from acquisition to the end of a hold.", holdBuckets)
+	o.renewDur = hist("dlock.lock.renewal.duration", "Time one renewal took.", renewalBuckets)
+	o.margin = hist("dlock.lock.renewal.margin", "What was left of the validity window when a renewal succeeded.", marginBuckets)
 	o.acquisitions = count("dlock.lock.acquisitions", "{acquisition}", "Holds granted.")
 	o.renewals = count("dlock.lock.renewals", "{renewal}", "Renewals, by outcome.")
 	o.loss = count("dlock.lock.losses", "{loss}", "Holds lost, by cause.")
