@@ -53,6 +53,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--wait", "-1s", "k", "--", "true"}, "negative"},
 		{[]string{"run", "--on-lost", "hup", "k", "--", "true"}, "want term or kill"},
 		{[]string{"run", "--ttl", "1ms", "--backend", "file://" + dir, "k", "--", "true"}, "TTL"},
+		// --ttl given is a TTL, as WithTTL and ?ttl= are: 0 is not "the default".
+		{[]string{"run", "--ttl", "0", "--backend", "file://" + dir, "k", "--", "true"}, "--ttl: dlock: invalid option: TTL must be positive, got 0s"},
+		{[]string{"run", "--ttl", "-1s", "--backend", "file://" + dir, "k", "--", "true"}, "--ttl: dlock: invalid option: TTL must be positive, got -1s"},
+		{[]string{"elect", "--ttl", "0", "--backend", "file://" + dir, "k", "--", "true"}, "--ttl: dlock: invalid option: TTL must be positive, got 0s"},
 		{[]string{"run", "--backend", "file://" + dir, "", "--", "true"}, "empty key"},
 		{[]string{"run", "--backend", "nope://x", "k", "--", "true"}, `unknown scheme "nope"`},
 		{[]string{"run", "--backend", "file://otherhost/x", "k", "--", "true"}, "host"},

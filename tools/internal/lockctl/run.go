@@ -58,7 +58,8 @@ The backend is --backend, else $DLOCK_URL, else file:// (one host, no server).
 type runConfig struct {
 	url     string
 	key     string
-	ttl     time.Duration // 0: the backend URL's default
+	ttl     time.Duration // unless ttlSet, 0: the backend URL's default
+	ttlSet  bool          // --ttl was given (0 or less is then an error)
 	wait    time.Duration // < 0: forever
 	onLost  syscall.Signal
 	grace   time.Duration // < 0: TTL/20
@@ -89,7 +90,7 @@ func parseRun(args []string, sys IO) (runConfig, int, bool) {
 	cfg := runConfig{grace: -1}
 	fs := newFlags("run", runHelp, sys)
 	fs.StringVar(&cfg.url, "backend", "", "backend `URL` (default $DLOCK_URL, else file://)")
-	fs.DurationVar(&cfg.ttl, "ttl", 0, "lease `length`; renewed every TTL/3 while COMMAND runs (default: the URL's ttl=, else 30s)")
+	fs.DurationVar(&cfg.ttl, "ttl", 0, "lease `length`, above 0; renewed every TTL/3 while COMMAND runs (default: the URL's ttl=, else 30s)")
 	wait := waitValue{d: -1}
 	fs.Var(&wait, "wait", "how long to wait for the lock: a `duration`, 0 to fail at once, or forever")
 	nonblock := fs.Bool("n", false, "same as --wait 0")
@@ -102,7 +103,7 @@ func parseRun(args []string, sys IO) (runConfig, int, bool) {
 	if code, ok := parseFlags(fs, args, sys); !ok {
 		return cfg, code, false
 	}
-	cfg.wait, cfg.grace = wait.d, grace.d
+	cfg.wait, cfg.grace, cfg.ttlSet = wait.d, grace.d, flagGiven(fs, "ttl")
 	if *nonblock {
 		cfg.wait = 0
 	}
@@ -127,8 +128,10 @@ func parseHoldArgs(cfg *runConfig, cmd, noun, onLost string, rest []string, sys 
 	default:
 		return usageError(sys.Stderr, "%s: --on-lost %q: want term or kill", cmd, onLost), false
 	}
-	if cfg.ttl < 0 {
-		return usageError(sys.Stderr, "%s: --ttl %v: want a positive duration", cmd, cfg.ttl), false
+	// One rule with dlock.WithTTL and a URL's ttl=: a TTL given must be
+	// positive; only leaving --ttl out means the URL's default.
+	if cfg.ttlSet && cfg.ttl <= 0 {
+		return usageError(sys.Stderr, "%s: --ttl: %v", cmd, fmt.Errorf("%w: TTL must be positive, got %v", dlock.ErrInvalidOption, cfg.ttl)), false
 	}
 	synopsis := fmt.Sprintf("lockctl %s [flags] %s -- COMMAND [ARGS...]", cmd, noun)
 	if len(rest) == 0 {

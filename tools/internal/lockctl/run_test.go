@@ -35,6 +35,9 @@ func TestParseRun(t *testing.T) {
 	if !ok || cfg.url != "file://" || cfg.wait >= 0 || cfg.onLost != syscall.SIGTERM || cfg.grace >= 0 || cfg.argv[0] != "true" {
 		t.Fatalf("defaults: %+v", cfg)
 	}
+	if cfg.ttlSet || cfg.ttl != 0 {
+		t.Fatalf("defaults: TTL %v given %v; want the URL's TTL", cfg.ttl, cfg.ttlSet)
+	}
 	for args, wait := range map[string]time.Duration{"-n": 0, "--wait=0": 0, "--wait=5": 5 * time.Second, "--wait=forever": -1} {
 		cfg, _, ok = parseRun([]string{args, "job", "--", "true"}, sys)
 		if !ok || cfg.wait != wait {
