@@ -66,7 +66,13 @@ func TestErrorType(t *testing.T) {
 	if err := b.Lock(short); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Lock canceled while it waits: %v", err)
 	}
-	time.Sleep(150 * time.Millisecond) // a renewal, at TTL/3
+	// A renewal, at TTL/3.
+	for deadline := time.Now().Add(10 * time.Second); errorTypes(t, e.collect(t))[[3]string{"dlock.lock.renewals", "renewed", ""}] < 1; {
+		if time.Now().After(deadline) {
+			t.Fatal("no renewal within 10s of a 300ms TTL")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	store.Break("k")
 	select {
 	case <-a.Done():
