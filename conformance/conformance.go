@@ -25,7 +25,7 @@
 // Fencing, Expiry, Renew, AutoRenew, Context, Handoff, Keys, Misuse, Close,
 // Unavailable, BrokenLease, ManyKeys, and the portable contract's: OpenErrors, PanicInDo,
 // CloseRace, LockTimeoutClass, UnlockAfterTakeover, LocksAfterLoss,
-// HoldCause, PausedHold, operating locks': Inspect, InspectQueue,
+// HoldCause, PausedHold, CancelAtGrant, operating locks': Inspect, InspectQueue,
 // InspectExpiry, Break, InspectErrors, multi-key locks': MultiLock,
 // MultiPartial, MultiOverlap, MultiLoss, MultiClose, semaphores':
 // Semaphore, SemaphoreBound, SemaphoreExpiry, SemaphoreMismatch,
@@ -182,6 +182,7 @@ func Run(t *testing.T, h Harness) {
 		// Stops the whole process for a moment: runs alone, before the
 		// parallel cases.
 		{"PausedHold", false, s.pausedHold},
+		{"CancelAtGrant", false, s.cancelAtGrant},
 		// Multi-key locks and semaphores (multi.go, semaphore.go): serial,
 		// since they open and close Lockers.
 		{"MultiLock", false, s.multiLock},
