@@ -26,14 +26,14 @@
 // Unavailable, BrokenLease, ManyKeys, and the portable contract's:
 // OpenErrors, TTLLimit, PanicInDo, CloseRace, LockTimeoutClass, LossCutOff,
 // UnlockEndedContext, PanicThenClose, UnlockAfterTakeover, LocksAfterLoss,
-// HoldCause, PausedHold, operating locks': Inspect, InspectQueue,
-// InspectExpiry, Break, InspectErrors, multi-key locks': MultiLock,
-// MultiPartial, MultiOverlap, MultiLoss, MultiClose, MultiLossWindow, semaphores':
-// Semaphore, SemaphoreBound, SemaphoreExpiry, SemaphoreMismatch,
-// SemaphoreRecord, SemaphoreClose, and leader election's: ElectionOneLeader,
-// ElectionBlocks, ElectionObserve, ElectionObserveShort, ElectionReplaced, ElectionFenced,
-// ElectionErrors. RunBenchmarks measures the same
-// backend: uncontended Lock+Unlock, parallel distinct keys, and contended
+// HoldCause, PausedHold, CancelAtGrant, operating locks': Inspect,
+// InspectQueue, InspectExpiry, Break, InspectErrors, multi-key locks':
+// MultiLock, MultiPartial, MultiOverlap, MultiLoss, MultiClose,
+// MultiLossWindow, semaphores': Semaphore, SemaphoreBound,
+// SemaphoreExpiry, SemaphoreMismatch, SemaphoreRecord, SemaphoreClose, and
+// leader election's: ElectionOneLeader, ElectionBlocks, ElectionObserve,
+// ElectionObserveShort, ElectionReplaced, ElectionFenced, ElectionErrors.
+// RunBenchmarks measures the same backend: uncontended Lock+Unlock, parallel distinct keys, and contended
 // handoff.
 package conformance
 
@@ -198,6 +198,7 @@ func Run(t *testing.T, h Harness) {
 		// Stops the whole process for a moment: runs alone, before the
 		// parallel cases.
 		{"PausedHold", false, s.pausedHold},
+		{"CancelAtGrant", false, s.cancelAtGrant},
 		// Multi-key locks and semaphores (multi.go, semaphore.go): serial,
 		// since they open and close Lockers.
 		{"MultiLock", false, s.multiLock},

@@ -233,7 +233,9 @@
 //     never interleave, so a read only ever confirms the keepalive sent
 //     just before it on the same turn, not one another goroutine sent
 //     meanwhile and a deposed leader may have answered
-//     (TestRenewalsOfOneHoldTakeTurns).
+//     (TestRenewalsOfOneHoldTakeTurns). A waiter on a shared lease keeps it
+//     alive in the same turn, with a keepalive round of its own or one it
+//     shares, never beside it (TestWaiterKeepaliveTakesTheTurn).
 //   - Every call carries etcd's require-leader flag. A member cut off from
 //     its peers (a partition; clients still reach it) then refuses at once
 //     with "no leader" and applies nothing, so the acquire and lease calls
