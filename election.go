@@ -33,15 +33,21 @@ type Leader struct {
 //
 // # How it works
 //
-// An Election is a Mutex on the key name, and nothing more on the server:
+// An Election is a Mutex on the key name, and on the server nothing more
+// than that lock and, for one TTL after each Campaign, the announcement
+// of its leader:
 //
 //   - Campaign is that Mutex's Lock, with WithOwner(value), so the leader's
 //     value is the hold's metadata and its term is the hold's fencing token.
 //     Candidates wait exactly as Lock waits on that backend (see the table
-//     below), never by polling. Once it holds the key, Campaign locks and
-//     unlocks a second key, "dlock-election-announce/"+name, once: its
-//     release is the notification observers wait for, since an acquire
-//     publishes nothing on most stores. Campaign returns when both are done.
+//     below), never by polling. Once it holds the key, Campaign announces
+//     itself: it takes "dlock-election-leader/"+name with "TERM VALUE" as
+//     the owner description (replacing, with Locker.Break, an older
+//     leader's announcement), a hold nobody renews, given back after one
+//     TTL; then it locks and unlocks a third key,
+//     "dlock-election-announce/"+name, once: its release is the
+//     notification observers wait for, since an acquire publishes nothing
+//     on most stores. Campaign returns when all are done.
 //   - Resign is Unlock. Leadership's loss signal is the Mutex's: Done closes
 //     before the lease can expire on the server when renewals fail, and at
 //     once when the backend reports the loss; the next candidate can win
@@ -49,10 +55,12 @@ type Leader struct {
 //     the monotonic clock as the Mutex's do.
 //   - Leader is one Locker.Inspect of name: the holder's metadata is the
 //     value, its token the term.
-//   - Observe watches the announce key (driver.Watch) and inspects name
-//     after each notification, so a reader always ends up with the latest
-//     leader: values are coalesced, never queued, and a leader is delivered
-//     only if its term is higher than the last one delivered.
+//   - Observe watches the announce key (driver.Watch) and after each
+//     notification inspects the announcement, then name, so that a leader
+//     that has already resigned is still delivered, and a reader always
+//     ends up with the latest leader: a leader is delivered only if its
+//     term is higher than the last one delivered (see Observe for exactly
+//     what may be missed).
 //
 // Because the election is a lock on name, "lockctl status NAME" shows the
 // leader (the OWNER column is its value) and "lockctl break NAME" deposes it.
@@ -60,11 +68,14 @@ type Leader struct {
 //
 // # Cost per backend
 //
-// Campaign costs one Lock of name, plus one Lock and one Unlock of the
-// announce key (uncontended: that backend's Lock+Unlock round trips);
-// Resign one Unlock; Leader one Inspect; each observed change one Inspect,
-// and each Observe one watch for its lifetime. Leadership is renewed by the
-// watchdog about every TTL/3, one Renew each. The waits and watches used:
+// Campaign costs one Lock of name, one acquisition of the announcement key
+// (after a leader of less than a TTL before, also one Inspect and one
+// Break of it) and its release a TTL later, plus one Lock and one Unlock of
+// the announce key (uncontended: that backend's Lock+Unlock round trips);
+// Resign one Unlock; Leader one Inspect; each observed change two
+// Inspects, and each Observe one Inspect and one watch for its lifetime.
+// Leadership is renewed by the watchdog about every TTL/3, one Renew each.
+// The waits and watches used:
 //
 //	memory    in-process notification on release and expiry; no round trip
 //	file      inotify on the key's state file; a few file operations each
@@ -99,13 +110,14 @@ type Leader struct {
 // that was paused past its lease. The conformance suite checks, on every
 // backend: one leader at a time across Lockers, that a second Campaign does
 // not return while the first candidate leads, observers seeing every leader
-// in order with strictly increasing terms (and a slow one the latest),
-// replacement of a resigned and of a crashed leader, and a paused leader's
-// term refused by a fence.
+// in order with strictly increasing terms, a leader that resigned at once
+// included (and a slow one the latest), replacement of a resigned and of a
+// crashed leader, and a paused leader's term refused by a fence.
 type Election struct {
 	l    *locker
 	name string
-	ann  string
+	ann  string // watched by observers: its release wakes them
+	rec  string // holds the last leader's announcement
 	opts []Option
 
 	mu          sync.Mutex
@@ -156,7 +168,7 @@ func NewElection(l Locker, name string, opts ...Option) (*Election, error) {
 	if _, err := pl.NewMutex(name, opts...); err != nil {
 		return nil, fmt.Errorf("dlock: election %q: %w", name, err)
 	}
-	return &Election{l: pl, name: name, ann: announcePrefix + name, opts: opts}, nil
+	return &Election{l: pl, name: name, ann: announcePrefix + name, rec: leaderPrefix + name, opts: opts}, nil
 }
 
 // Name returns the election's name.
@@ -208,7 +220,7 @@ func (e *Election) Campaign(ctx context.Context, value string) error {
 	if err := m.Lock(ctx); err != nil {
 		return e.errorf("campaign", err)
 	}
-	if err := e.announce(ctx, m); err != nil {
+	if err := e.announce(ctx, m, value); err != nil {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeReleaseTimeout)
 		defer cancel()
 		_ = m.Unlock(uctx)
@@ -220,10 +232,11 @@ func (e *Election) Campaign(ctx context.Context, value string) error {
 	return nil
 }
 
-// announce locks and unlocks the announce key once: its release wakes every
-// observer's watch. It gives up when leadership ends or after two TTLs (a
-// crashed announcer's lease runs out within one).
-func (e *Election) announce(ctx context.Context, leader Mutex) error {
+// announce writes the leader's announcement (publish), then locks and
+// unlocks the announce key once: its release wakes every observer's watch.
+// It gives up when leadership ends or after two TTLs (a crashed
+// announcer's lease runs out within one).
+func (e *Election) announce(ctx context.Context, leader Mutex, value string) error {
 	a, err := e.l.NewMutex(e.ann, e.opts...)
 	if err != nil {
 		return err
@@ -232,11 +245,23 @@ func (e *Election) announce(ctx context.Context, leader Mutex) error {
 	defer cancel()
 	stop := context.AfterFunc(doneContext(leader.Done()), cancel)
 	defer stop()
-	if err := a.Lock(ctx); err != nil {
+	ended := func(err error) error {
 		if isClosed(leader.Done()) {
 			return fmt.Errorf("leadership ended while announcing it: %w", leader.Err())
 		}
 		return err
+	}
+	term := leader.Token()
+	if term == 0 {
+		return ended(ErrLockLost)
+	}
+	// A leader whose announcement the store refuses is still seen on name
+	// while it leads: Campaign goes on without it.
+	if err := e.publish(ctx, term, value, e.ttl()); err != nil && !errors.Is(err, errNotAnnounced) {
+		return ended(err)
+	}
+	if err := a.Lock(ctx); err != nil {
+		return ended(err)
 	}
 	uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), closeReleaseTimeout)
 	defer ucancel()
@@ -329,19 +354,40 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 
 // Observe delivers the election's leaders, in order of their terms, on the
 // channel it returns. The watch is in place when Observe returns: the first
-// value is the leader at that moment (if there is one), and no later leader
-// is missed by a reader that keeps up. The channel holds one value: a slow
-// reader misses intermediate leaders but always ends up with the latest,
-// and never receives a term lower than or equal to one it received before.
-// Only leaders are delivered, not vacancies (Leader says when there is
-// none). On Redlock, a leader whose acquire is still writing its token
-// back (phase 2) when an observer looks may first be delivered with a
-// lower bound of its term, then, once it is announced, with its term. The channel is closed, and Observe's goroutine ends, when ctx ends
-// or the Locker is closed.
+// value is the leader at that moment (if there is one), and every later
+// leader is delivered to a reader that keeps up, even one that resigned
+// right after its Campaign returned: each Campaign leaves an announcement
+// of its term and value on the server for one TTL, replaced only by the
+// next leader's, and observers read it after each wake.
 //
-// Observe costs one watch on the announce key for its lifetime and one
-// Inspect per notification; on a transient error it retries with backoff
-// (from TTL/20 up to the TTL).
+// Exactly what may be missed: a leader whose announcement the next
+// leader's replaced before the observer read it (leaders that follow each
+// other within about one Inspect round trip of the observer's wake, or
+// within the time it was retrying after errors); an announcement older
+// than one TTL when the observer reads it; a leader whose announcement the
+// store refused (a Consul lock-delay on the announcement key after the
+// session of the previous leader's process ended) and a leader whose value
+// is too long to be announced beside its term (more than
+// driver.MaxMetaLen bytes with the term, its decimal digits and a space),
+// each when it no longer leads when the observer looks. Leaders announced
+// before Observe was called are not delivered, only the one leading then.
+// Whatever is missed, the terms delivered strictly increase.
+//
+// A reader that does not keep up misses intermediate leaders: the channel
+// holds the oldest leader not yet received, and the observer keeps only
+// the latest one found after it, so a slow reader receives at most that
+// one and then the latest, never a term lower than or equal to one it
+// received before. Only leaders are delivered, not vacancies (Leader says
+// when there is none). On Redlock, a leader whose acquire is still writing
+// its token back (phase 2) when an observer looks may first be delivered
+// with a lower bound of its term, then, once it is announced, with its
+// term. The channel is closed, and Observe's goroutine ends, when ctx
+// ends or the Locker is closed.
+//
+// Observe costs one Inspect of the announcement when it starts, one watch
+// on the announce key for its lifetime and two Inspects per notification
+// (the announcement and the leader); on a transient error it retries with
+// backoff (from TTL/20 up to the TTL).
 func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, e.errorf("observe", err)
@@ -359,8 +405,7 @@ func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 	}
 	e.l.wg.Add(1)
 	e.l.mu.Unlock()
-	w, err := e.l.drv.Watch(octx, e.ann)
-	if err != nil {
+	fail := func(err error) (<-chan Leader, error) {
 		stop()
 		cancel()
 		e.l.wg.Done()
@@ -369,8 +414,18 @@ func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 		}
 		return nil, e.errorf("observe", classify(octx, err, false))
 	}
+	// The announcement already there is older than this Observe: it is
+	// not delivered, unless its leader still leads.
+	base, _, _, err := e.announced(octx)
+	if err != nil {
+		return fail(err)
+	}
+	w, err := e.l.drv.Watch(octx, e.ann)
+	if err != nil {
+		return fail(err)
+	}
 	out := make(chan Leader, 1)
-	o := &observer{e: e, ctx: octx, w: w, out: out}
+	o := &observer{e: e, ctx: octx, w: w, out: out, base: base}
 	go func() {
 		defer e.l.wg.Done()
 		defer cancel()
@@ -382,13 +437,33 @@ func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 	return out, nil
 }
 
+// announced reads the last leader's announcement: its term (0 when there
+// is none) and its value, if it has one.
+func (e *Election) announced(ctx context.Context) (term Token, value string, hasValue bool, err error) {
+	info, err := e.l.Inspect(ctx, e.rec)
+	if err != nil || !info.Held {
+		return 0, "", false, err
+	}
+	term, value, hasValue, ok := parseAnnouncement(info.Owner)
+	if !ok {
+		return 0, "", false, nil
+	}
+	return term, value, hasValue, nil
+}
+
 // observer is one Observe's goroutine.
 type observer struct {
 	e    *Election
 	ctx  context.Context
 	w    driver.Watch
 	out  chan Leader
-	last Token
+	base Token // the announcement's term when Observe began
+	last Token // the highest term sent or pending
+
+	// The latest leader found while the reader had not taken the
+	// previous one: sent as soon as the channel has room.
+	pending    Leader
+	hasPending bool
 }
 
 func (o *observer) run() {
@@ -398,13 +473,12 @@ func (o *observer) run() {
 		err := o.look()
 		if err == nil {
 			backoff = 0
-			select {
-			case _, ok := <-o.w.Changed():
-				if !ok {
-					err = o.rewatch()
-				}
-			case <-o.ctx.Done():
+			var woke, ok bool
+			if woke, ok = wait(o, o.w.Changed()); !woke {
 				return
+			}
+			if !ok {
+				err = o.rewatch()
 			}
 		}
 		if err != nil {
@@ -413,40 +487,73 @@ func (o *observer) run() {
 			}
 			backoff = min(max(2*backoff, ttl/20, time.Millisecond), ttl)
 			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-o.ctx.Done():
-				t.Stop()
+			woke, _ := wait(o, t.C)
+			t.Stop()
+			if !woke {
 				return
 			}
 		}
 	}
 }
 
-// look inspects the election and delivers its leader if it is newer than
-// the last one delivered.
+// wait hands the pending leader to the reader when the channel has room,
+// until c delivers (woke true, ok false if c was closed) or ctx ends
+// (woke false).
+func wait[T any](o *observer, c <-chan T) (woke, ok bool) {
+	for {
+		var send chan Leader
+		if o.hasPending {
+			send = o.out
+		}
+		select {
+		case send <- o.pending:
+			o.hasPending = false
+		case _, ok := <-c:
+			return true, ok
+		case <-o.ctx.Done():
+			return false, false
+		}
+	}
+}
+
+// look reads the last announcement and the leader, and offers each that is
+// newer than what was offered before, oldest first.
 func (o *observer) look() error {
+	term, value, hasValue, err := o.e.announced(o.ctx)
+	if err != nil {
+		return err
+	}
 	info, err := o.e.l.Inspect(o.ctx, o.e.name)
 	if err != nil {
 		return err
 	}
-	if !info.Held || info.Token <= o.last {
-		return nil
+	// An announcement without a value (too long to fit) is delivered
+	// from the leader's hold below, if its leader still leads.
+	if term > o.base && hasValue {
+		o.offer(Leader{Value: value, Term: term})
 	}
-	o.last = info.Token
-	v := Leader{Value: info.Owner, Term: info.Token}
-	select {
-	case o.out <- v:
-	default:
-		// Replace the value the reader has not taken: only this goroutine
-		// sends, so the send below cannot block.
-		select {
-		case <-o.out:
-		default:
-		}
-		o.out <- v
+	if info.Held {
+		o.offer(Leader{Value: info.Owner, Term: info.Token})
 	}
 	return nil
+}
+
+// offer delivers v if its term is newer than every one offered before: at
+// once if the channel has room, else as the pending leader (replacing an
+// older pending one).
+func (o *observer) offer(v Leader) {
+	if v.Term <= o.last {
+		return
+	}
+	o.last = v.Term
+	if !o.hasPending {
+		select {
+		case o.out <- v:
+			return
+		default:
+		}
+	}
+	o.pending, o.hasPending = v, true
 }
 
 // rewatch replaces a broken watch; what changed meanwhile is caught by the

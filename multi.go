@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"time"
 )
 
 // MultiMutex locks a set of keys all or nothing: one hold for the set, a
@@ -33,8 +34,20 @@ import (
 // before it returns: when a key is held elsewhere (TryLock), when ctx ends,
 // when the backend fails, and when the Locker is closed (Close releases
 // them then). If one key's hold is lost while the set is held, Done closes
-// for the set and the other keys are released at once; Err then reports
-// the lost key's cause.
+// for the set at once; Err then reports the lost key's cause.
+//
+// # A loss keeps the validity window
+//
+// Done closes when a key is lost (for a loss the clock declares, a tenth of
+// the TTL before that key's window ends), but the set's keys stay where
+// they are until the windows the holder may still act in have passed: a
+// key still held is released once the set's window (Lease().Expires as the
+// set last reported it: the earliest of its keys') has passed, and a lost
+// key is never released before its own window has passed. So no other
+// client takes a key of the set while the holder's Lease is still valid,
+// as for a Mutex, whose lost key stays on the server until its lease runs
+// out. Unlock (and a new Lock, and Close) gives every key back at once, as
+// Mutex.Unlock does: the holder has stopped acting.
 //
 // # Cost
 //
@@ -63,10 +76,11 @@ type MultiMutex struct {
 // multiHold is one hold of the whole set and the goroutine that watches its
 // keys' Done channels.
 type multiHold struct {
-	keys   []keyHold     // each key's hold, in Keys order
-	done   chan struct{} // closed when the set's hold ends
-	stop   chan struct{} // closed by Unlock: the watcher exits
-	exited chan struct{} // closed when the watcher has exited
+	keys     []keyHold     // each key's hold, in Keys order
+	done     chan struct{} // closed when the set's hold ends
+	stop     chan struct{} // closed by halt: the watcher exits
+	stopOnce sync.Once
+	exited   chan struct{} // closed when the watcher has exited
 
 	mu    sync.Mutex
 	ended bool
@@ -127,9 +141,10 @@ func (mm *MultiMutex) current() *multiHold {
 }
 
 // settle checks the current hold before an acquire: a live one is
-// ErrAlreadyHeld; one that was lost is cleared once its watcher has
-// released the other keys. Called with sem held.
-func (mm *MultiMutex) settle() error {
+// ErrAlreadyHeld; one that was lost is cleared: its watcher is stopped and
+// the keys it had not yet released are given back, as a Mutex's Lock
+// gives back a lost hold. Called with sem held.
+func (mm *MultiMutex) settle(ctx context.Context) error {
 	h := mm.current()
 	if h == nil {
 		return nil
@@ -137,7 +152,9 @@ func (mm *MultiMutex) settle() error {
 	if !mm.checkKeys(h) {
 		return ErrAlreadyHeld
 	}
+	h.halt()
 	<-h.exited
+	mm.releaseFirst(ctx, len(mm.ms))
 	mm.mu.Lock()
 	mm.h, mm.lastErr = nil, h.endCause()
 	mm.mu.Unlock()
@@ -167,7 +184,7 @@ func (mm *MultiMutex) acquire(ctx context.Context, op string, take func(Mutex, c
 		return mm.errorf(op, err)
 	}
 	defer mm.leave()
-	if err := mm.settle(); err != nil {
+	if err := mm.settle(ctx); err != nil {
 		return mm.errorf(op, err)
 	}
 	for {
@@ -218,7 +235,8 @@ func (mm *MultiMutex) releaseFirst(ctx context.Context, n int) {
 }
 
 // watch waits until one key's hold ends or Unlock stops it. A key's end
-// ends the set: Done closes, the other keys are released.
+// ends the set: Done closes, and the keys are released once the holder's
+// windows have passed (releaseAfterWindows).
 func (mm *MultiMutex) watch(h *multiHold) {
 	defer close(h.exited)
 	cases := make([]reflect.SelectCase, 0, len(mm.ms)+1)
@@ -230,8 +248,78 @@ func (mm *MultiMutex) watch(h *multiHold) {
 	if i == 0 {
 		return
 	}
-	mm.lose(h, h.keys[i-1])
-	mm.releaseFirst(context.Background(), len(mm.ms))
+	k := h.keys[i-1]
+	mm.lose(h, k)
+	if c := k.cause(); c != nil && !errors.Is(c, ErrLockLost) {
+		// Ended by Close, not lost: Close gives every key back.
+		mm.releaseFirst(context.Background(), len(mm.ms))
+		return
+	}
+	mm.releaseAfterWindows(h)
+}
+
+// releaseAfterWindows gives back the keys of a set whose hold was lost,
+// each once no window the holder was given can still be open: a key still
+// held once the set's window (the earliest Expires of its keys when the
+// loss was declared, the latest the set's Lease ever reported) has passed,
+// a lost key once its own window has passed too. Releasing a lost key
+// earlier would let another client take it while the holder's Lease, read
+// before the loss, still says valid. It returns early when Unlock or a
+// new Lock stops the watcher (halt): they release every key themselves.
+// After Close (which released every key) its releases find the Locker
+// closed and change nothing.
+func (mm *MultiMutex) releaseAfterWindows(h *multiHold) {
+	var end time.Time
+	for i, k := range h.keys {
+		if e := k.expires(); i == 0 || e.Before(end) {
+			end = e
+		}
+	}
+	released := make([]bool, len(h.keys))
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		now := time.Now()
+		var next time.Time
+		for i, k := range h.keys {
+			if released[i] {
+				continue
+			}
+			at := end
+			if isDone(k.done) { // lost (or released): its own window too
+				if e := k.expires(); e.After(at) {
+					at = e
+				}
+			}
+			if now.Before(at) {
+				if next.IsZero() || at.Before(next) {
+					next = at
+				}
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), closeReleaseTimeout)
+			_ = k.m.Unlock(ctx)
+			cancel()
+			released[i] = true
+		}
+		if next.IsZero() {
+			return
+		}
+		if timer == nil {
+			timer = time.NewTimer(time.Until(next))
+		} else {
+			timer.Reset(time.Until(next))
+		}
+		select {
+		case <-timer.C:
+		case <-h.stop:
+			return
+		}
+	}
 }
 
 // lose ends the set's hold because k's ended.
@@ -243,23 +331,52 @@ func (mm *MultiMutex) lose(h *multiHold, k keyHold) {
 	h.end(fmt.Errorf("key %q: %w", k.m.Key(), cause))
 }
 
-// keyHold is one key's hold within a set: its Done channel and why it
-// ended, read from the hold itself (the Mutex's Err can lag its Done while
-// the release is in flight).
+// keyHold is one key's hold within a set: its Done channel, why it ended
+// and the end of its validity window, read from the hold itself (the
+// Mutex's Err can lag its Done while the release is in flight, and its
+// Lease is zero once the hold has ended).
 type keyHold struct {
-	m     Mutex
-	done  <-chan struct{}
-	cause func() error
+	m       Mutex
+	done    <-chan struct{}
+	cause   func() error
+	expires func() time.Time
 }
 
 func keyHoldOf(m Mutex) keyHold {
 	if pm, ok := m.(*mutex); ok {
 		if h := pm.current(); h != nil {
-			return keyHold{m: m, done: h.done, cause: h.endCause}
+			return keyHold{m: m, done: h.done, cause: h.endCause, expires: func() time.Time { return h.leaseNow().Expires }}
 		}
 	}
-	return keyHold{m: m, done: m.Done(), cause: m.Err}
+	return keyHold{m: m, done: m.Done(), cause: m.Err, expires: foreignExpires(m)}
 }
+
+// foreignExpires bounds the validity window of a Mutex that is not dlock's
+// own (a Locker the program wrapped): its Lease while it reports one, else
+// a full TTL from the first time it did not (no renewal sent before then
+// can have extended the window further).
+func foreignExpires(m Mutex) func() time.Time {
+	var (
+		mu    sync.Mutex
+		ttl   = m.Lease().TTL
+		after time.Time
+	)
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		if l := m.Lease(); l.Token != 0 {
+			ttl = l.TTL
+			return l.Expires
+		}
+		if after.IsZero() {
+			after = time.Now().Add(ttl)
+		}
+		return after
+	}
+}
+
+// halt stops the watcher: by Unlock, or by a new Lock after a loss.
+func (h *multiHold) halt() { h.stopOnce.Do(func() { close(h.stop) }) }
 
 func (h *multiHold) end(cause error) {
 	h.mu.Lock()
@@ -311,11 +428,16 @@ func isDone(c <-chan struct{}) bool {
 
 // Unlock releases every key. It returns ErrNotHeld when the set is not
 // held, and an error matching ErrLockLost when a key's hold was lost before
-// Unlock (the other keys were released then).
+// Unlock; it then gives back at once every key the set had not yet
+// released, the lost ones included (guarded: a key taken over since is
+// left alone), as Mutex.Unlock does after a loss. As Mutex.Unlock, it
+// gives the keys back even when ctx has ended.
 func (mm *MultiMutex) Unlock(ctx context.Context) error {
 	if mm.current() == nil {
 		return mm.errorf("unlock", ErrNotHeld)
 	}
+	ctx, cancel := releaseContext(ctx)
+	defer cancel()
 	if err := mm.enter(ctx); err != nil {
 		return mm.errorf("unlock", err)
 	}
@@ -328,11 +450,16 @@ func (mm *MultiMutex) Unlock(ctx context.Context) error {
 		return mm.errorf("unlock", ErrNotHeld)
 	}
 	mm.checkKeys(h)
-	close(h.stop)
+	h.halt()
 	<-h.exited
 	var errs []error
 	if lost := h.endCause(); lost != nil {
-		errs = append(errs, lost) // the watcher released the others
+		errs = append(errs, lost)
+		// Give back what the watcher had not yet released, as
+		// Mutex.Unlock does after a loss: the holder has stopped acting.
+		for _, m := range mm.ms {
+			_ = m.Unlock(ctx)
+		}
 	} else {
 		for _, m := range mm.ms {
 			if err := m.Unlock(ctx); err != nil {

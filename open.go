@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dlock-go/dlock/driver"
 )
@@ -166,6 +168,10 @@ func portableParams(u *url.URL) ([]Option, error) {
 	only := url.Values{"ttl": q["ttl"], "autorenew": q["autorenew"]}
 	p := driver.NewParams(&url.URL{RawQuery: only.Encode()})
 	if _, ok := q["ttl"]; ok {
+		if v := q.Get("ttl"); beyondDuration(v) {
+			return nil, fmt.Errorf("%w: %w: ttl=%s is above dlock's maximum of %v (dlock.MaxTTL, 10 years)",
+				ErrInvalidURL, ErrInvalidOption, v, MaxTTL)
+		}
 		opts = append(opts, WithTTL(p.Duration("ttl", DefaultTTL)))
 	}
 	if _, ok := q["autorenew"]; ok {
@@ -178,6 +184,20 @@ func portableParams(u *url.URL) ([]Option, error) {
 	q.Del("autorenew")
 	u.RawQuery = q.Encode()
 	return opts, nil
+}
+
+// durationSyntax is a positive duration as time.ParseDuration reads it.
+var durationSyntax = regexp.MustCompile(`^\+?((\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
+// beyondDuration reports whether v is a well-formed positive duration too
+// long for a time.Duration (ttl=1000000000h), which is a TTL above MaxTTL,
+// not a malformed one.
+func beyondDuration(v string) bool {
+	if !durationSyntax.MatchString(v) {
+		return false
+	}
+	_, err := time.ParseDuration(v)
+	return err != nil
 }
 
 // packageOf names the package of this project that registers scheme, for

@@ -13,6 +13,20 @@ import (
 // holder dies without unlocking.
 const DefaultTTL = 30 * time.Second
 
+// MaxTTL is the longest lease dlock accepts on any backend: 10 years of
+// 365 days. A backend whose store honours less declares its own, lower
+// maximum (driver.Limits.MaxTTL); one that declares none, or a larger
+// one, is held to this. It is under a twenty-ninth of time.Duration's
+// range (292 years), so that arithmetic on a lease, the portable layer's
+// (twice it, a lease plus a margin, a send time plus it, nanoseconds
+// since a Locker started plus it) and a driver's (three quarters of it,
+// computed as 3*TTL/4), cannot overflow: a longer TTL, such as
+// time.Duration(math.MaxInt64) written for "forever", is refused with
+// ErrInvalidOption instead of wrapping around to a lease that has already
+// ended. A lock meant to last as long as its holder runs needs no long
+// TTL: the watchdog renews it (WithAutoRenew).
+const MaxTTL = 10 * 365 * 24 * time.Hour
+
 // Option configures a Locker's defaults (NewLocker, Open's URL parameters)
 // or one Mutex (NewMutex).
 type Option func(*options)
@@ -32,8 +46,10 @@ func defaultOptions() options {
 }
 
 // WithTTL sets the lease length. The backend may round it up (etcd: whole
-// seconds) and rejects lengths it cannot honour (see driver.Limits) with
-// an error matching ErrInvalidOption. URL parameter: ttl=10s.
+// seconds) and rejects lengths it cannot honour (see driver.Limits; never
+// more than MaxTTL) with an error matching ErrInvalidOption, when the
+// Locker (NewLocker, Open) or the Mutex (NewMutex) is made, never at
+// Lock. URL parameter: ttl=10s.
 func WithTTL(d time.Duration) Option { return func(o *options) { o.ttl, o.ttlSet = d, true } }
 
 // withinLimits brings the default TTL, when no TTL was given, within the
@@ -73,8 +89,12 @@ func (o options) validate(lim driver.Limits) error {
 	if lim.MinTTL > 0 && o.ttl < lim.MinTTL {
 		return fmt.Errorf("%w: TTL %v is below this backend's minimum of %v", ErrInvalidOption, o.ttl, lim.MinTTL)
 	}
-	if lim.MaxTTL > 0 && o.ttl > lim.MaxTTL {
+	if lim.MaxTTL > 0 && lim.MaxTTL <= MaxTTL && o.ttl > lim.MaxTTL {
 		return fmt.Errorf("%w: TTL %v is above this backend's maximum of %v", ErrInvalidOption, o.ttl, lim.MaxTTL)
+	}
+	if o.ttl > MaxTTL {
+		return fmt.Errorf("%w: TTL %v is above dlock's maximum of %v (dlock.MaxTTL, 10 years); a lock that should last as long as its holder runs needs auto-renew, not a longer TTL",
+			ErrInvalidOption, o.ttl, MaxTTL)
 	}
 	return nil
 }

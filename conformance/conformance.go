@@ -23,17 +23,17 @@
 //
 // The cases, each a subtest of Run: LockUnlock, TryLockHeld, Exclusion,
 // Fencing, Expiry, Renew, AutoRenew, Context, Handoff, Keys, Misuse, Close,
-// Unavailable, BrokenLease, ManyKeys, and the portable contract's: OpenErrors, PanicInDo,
-// CloseRace, LockTimeoutClass, UnlockEndedContext, PanicThenClose,
-// UnlockAfterTakeover, LocksAfterLoss,
-// HoldCause, PausedHold, operating locks': Inspect, InspectQueue,
-// InspectExpiry, Break, InspectErrors, multi-key locks': MultiLock,
-// MultiPartial, MultiOverlap, MultiLoss, MultiClose, semaphores':
-// Semaphore, SemaphoreBound, SemaphoreExpiry, SemaphoreMismatch,
-// SemaphoreRecord, SemaphoreClose, and leader election's: ElectionOneLeader,
-// ElectionBlocks, ElectionObserve, ElectionReplaced, ElectionFenced,
-// ElectionErrors. RunBenchmarks measures the same
-// backend: uncontended Lock+Unlock, parallel distinct keys, and contended
+// Unavailable, BrokenLease, ManyKeys, and the portable contract's:
+// OpenErrors, TTLLimit, PanicInDo, CloseRace, LockTimeoutClass, LossCutOff,
+// UnlockEndedContext, PanicThenClose, UnlockAfterTakeover, LocksAfterLoss,
+// HoldCause, PausedHold, CancelAtGrant, operating locks': Inspect,
+// InspectQueue, InspectExpiry, Break, InspectErrors, multi-key locks':
+// MultiLock, MultiPartial, MultiOverlap, MultiLoss, MultiClose,
+// MultiLossWindow, semaphores': Semaphore, SemaphoreBound,
+// SemaphoreExpiry, SemaphoreMismatch, SemaphoreRecord, SemaphoreClose, and
+// leader election's: ElectionOneLeader, ElectionBlocks, ElectionObserve,
+// ElectionObserveShort, ElectionReplaced, ElectionFenced, ElectionErrors.
+// RunBenchmarks measures the same backend: uncontended Lock+Unlock, parallel distinct keys, and contended
 // handoff.
 package conformance
 
@@ -76,8 +76,9 @@ type Harness struct {
 	ExpiryGrace time.Duration
 
 	// MaxTTL is the backend's largest TTL (driver.Limits.MaxTTL), if it
-	// has one: the long leases the suite asks for are capped at it, and
-	// kept alive by the watchdog. Zero means no limit.
+	// has one below dlock.MaxTTL: the long leases the suite asks for are
+	// capped at it, and kept alive by the watchdog. Zero means
+	// dlock.MaxTTL.
 	MaxTTL time.Duration
 
 	// SessionLease marks a backend whose lease is a session's, kept alive
@@ -107,6 +108,16 @@ type Harness struct {
 	// parameters may be set; ttl and autorenew must not be). The
 	// OpenErrors case adds bad parameters to it.
 	URL string
+
+	// CutOff, when not nil, returns a new Locker, as NewLocker does, and
+	// the Link by which it reaches the store, so that the LossCutOff case
+	// can cut it off. CutOffURL makes one for a backend whose URL names
+	// every server a client talks to; a file backend cuts by holding its
+	// files' locks. Nil only where no link can be cut: the memory backend
+	// (the store is the Locker's own) and topologies whose clients find
+	// their servers through another (Redis Cluster and Sentinel), which
+	// run the case in the standalone topology of the same backend.
+	CutOff func(t testing.TB, ctx context.Context, opts ...dlock.Option) (dlock.Locker, Link, error)
 
 	// CloseRounds is how many times the CloseRace case races calls against
 	// Close (default 20; more for in-process backends, fewer for slow
@@ -171,9 +182,11 @@ func Run(t *testing.T, h Harness) {
 		{"Break", true, s.breakHold},
 		{"InspectErrors", false, s.inspectErrors},
 		{"OpenErrors", false, s.openErrors},
+		{"TTLLimit", false, s.ttlLimit},
 		{"PanicInDo", false, s.panicInDo},
 		{"CloseRace", false, s.closeRace},
 		{"LockTimeoutClass", false, s.lockTimeoutClass},
+		{"LossCutOff", false, s.lossCutOff},
 		{"UnlockEndedContext", false, s.unlockEndedContext},
 		{"PanicThenClose", false, s.panicThenClose},
 		// Serial although they wait on leases: they open and close
@@ -185,6 +198,7 @@ func Run(t *testing.T, h Harness) {
 		// Stops the whole process for a moment: runs alone, before the
 		// parallel cases.
 		{"PausedHold", false, s.pausedHold},
+		{"CancelAtGrant", false, s.cancelAtGrant},
 		// Multi-key locks and semaphores (multi.go, semaphore.go): serial,
 		// since they open and close Lockers.
 		{"MultiLock", false, s.multiLock},
@@ -192,6 +206,7 @@ func Run(t *testing.T, h Harness) {
 		{"MultiOverlap", false, s.multiOverlap},
 		{"MultiLoss", false, s.multiLoss},
 		{"MultiClose", false, s.multiClose},
+		{"MultiLossWindow", false, s.multiLossWindow},
 		{"Semaphore", false, s.semaphore},
 		{"SemaphoreBound", false, s.semaphoreBound},
 		{"SemaphoreExpiry", false, s.semaphoreExpiry},
@@ -211,6 +226,9 @@ func Run(t *testing.T, h Harness) {
 	for _, c := range cases {
 		if c.name == "Unavailable" && h.InProcess {
 			continue // no server to be unreachable
+		}
+		if c.name == "LossCutOff" && h.CutOff == nil {
+			continue // no link to cut (see Harness.CutOff)
 		}
 		t.Run(c.name, func(t *testing.T) {
 			if c.parallel {
@@ -244,6 +262,7 @@ func (s *suite) electionCases() []namedCase {
 		{"ElectionOneLeader", s.electionOneLeader},
 		{"ElectionBlocks", s.electionBlocks},
 		{"ElectionObserve", s.electionObserve},
+		{"ElectionObserveShort", s.electionObserveShort},
 		{"ElectionReplaced", s.electionReplaced},
 		{"ElectionFenced", s.electionFenced},
 		{"ElectionErrors", s.electionErrors},

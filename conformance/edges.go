@@ -54,6 +54,28 @@ func (s *suite) unlockEndedContext(t *testing.T) {
 		}
 	}
 
+	// A multi-key lock's keys, likewise.
+	keys := []string{s.key(t, "multi-a"), s.key(t, "multi-b")}
+	mm, err := dlock.NewMultiMutex(l1, keys, dlock.WithTTL(s.h.longTTL()))
+	if err != nil {
+		t.Fatalf("NewMultiMutex: %v", err)
+	}
+	if err := mm.Lock(ctx); err != nil {
+		t.Fatalf("MultiMutex.Lock: %v", err)
+	}
+	if err := mm.Unlock(ended["cancelled"]()); err != nil {
+		t.Fatalf("MultiMutex.Unlock with a cancelled context: %v; want the keys given back", err)
+	}
+	for _, k := range keys {
+		other := mustMutex(t, l2, k)
+		if err := other.TryLock(ctx); err != nil {
+			t.Fatalf("TryLock of %s after a MultiMutex.Unlock with a cancelled context: %v; want the key free", k, err)
+		}
+		if err := other.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+	}
+
 	// A semaphore's permit, likewise.
 	key := s.key(t, "semaphore")
 	sem, err := dlock.NewSemaphore(l1, key, 1, dlock.WithTTL(s.h.longTTL()))

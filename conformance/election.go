@@ -561,3 +561,79 @@ func (s *suite) electionErrors(t *testing.T) {
 		t.Fatalf("Resign: %v", err)
 	}
 }
+
+// ElectionObserveShort: an observer that keeps up is delivered every
+// leader, in order, with its value and term, even a leader that resigns as
+// soon as its Campaign returns (before the observer could look at who
+// leads); an observer started afterwards is not delivered those earlier
+// leaders, only the ones after it.
+func (s *suite) electionObserveShort(t *testing.T) {
+	name := s.key(t, "e")
+	ctx := ctxFor(t, 3*time.Minute)
+	l1, l2, l3 := s.locker(t), s.locker(t), s.locker(t)
+	octx, ocancel := context.WithCancel(ctx)
+	defer ocancel()
+	seen, err := mustElection(t, l3, name).Observe(octx)
+	if err != nil {
+		t.Fatalf("Observe: %v", err)
+	}
+	cands := []*dlock.Election{
+		mustElection(t, l1, name, dlock.WithTTL(s.h.longTTL())),
+		mustElection(t, l2, name, dlock.WithTTL(s.h.longTTL())),
+	}
+	// expect receives leaders from ch until value's term, each with value
+	// (Redlock may first show one with a lower bound of its term).
+	var last dlock.Token
+	expect := func(ch <-chan dlock.Leader, value string, term dlock.Token) {
+		t.Helper()
+		for {
+			got := receive(t, ch, slack, value)
+			if got.Value != value || got.Term > term {
+				t.Fatalf("observed %+v; want %q with term %d (every leader, in order)", got, value, term)
+			}
+			if got.Term <= last {
+				t.Fatalf("observed term %d after %d; want strictly increasing", got.Term, last)
+			}
+			last = got.Term
+			if got.Term == term {
+				return
+			}
+		}
+	}
+	for i := range 6 {
+		e := cands[i%2]
+		value := fmt.Sprintf("short leader %d", i)
+		if err := e.Campaign(ctx, value); err != nil {
+			t.Fatalf("Campaign(%q): %v", value, err)
+		}
+		term := e.Term()
+		if err := e.Resign(ctx); err != nil {
+			t.Fatalf("Resign: %v", err)
+		}
+		if term == 0 {
+			t.Fatalf("%s: led with term 0", value)
+		}
+		expect(seen, value, term)
+	}
+	// A later observer: the leaders before it have all resigned, so it
+	// is delivered nothing until the next leader, which it sees.
+	late, err := mustElection(t, l3, name).Observe(octx)
+	if err != nil {
+		t.Fatalf("Observe: %v", err)
+	}
+	select {
+	case v := <-late:
+		t.Fatalf("an observer started after every leader resigned was delivered %+v", v)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := cands[0].Campaign(ctx, "after"); err != nil {
+		t.Fatalf("Campaign: %v", err)
+	}
+	term := cands[0].Term()
+	if err := cands[0].Resign(ctx); err != nil {
+		t.Fatalf("Resign: %v", err)
+	}
+	expect(seen, "after", term)
+	last = 0
+	expect(late, "after", term)
+}

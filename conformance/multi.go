@@ -392,3 +392,115 @@ func (s *suite) multiClose(t *testing.T) {
 	}
 	s.checkKeysFree(t, l2, "after Close of a Locker holding a set", keys...)
 }
+
+// probeMulti tries to take keys, each alone and then all as a set, from
+// another Locker until the instant until (the holder's Lease().Expires),
+// and fails if an attempt returned holding its lock before until: the
+// holder's validity window was still open. A success at or after until
+// ends the probe (the lock is given back).
+func (s *suite) probeMulti(t *testing.T, l dlock.Locker, until time.Time, what string, keys ...string) {
+	t.Helper()
+	ctx := ctxFor(t, time.Minute)
+	set := mustMulti(t, l, keys, dlock.WithTTL(s.h.longTTL()))
+	ms := make([]dlock.Mutex, len(keys))
+	for i, k := range keys {
+		ms[i] = mustMutex(t, l, k, dlock.WithTTL(s.h.longTTL()))
+	}
+	for round := 0; time.Now().Before(until); round++ {
+		for i, m := range ms {
+			err := m.TryLock(ctx)
+			if err == nil {
+				at := time.Now()
+				_ = m.Unlock(ctx)
+				if at.Before(until) {
+					t.Fatalf("%s: key %q taken by another Locker %v before the holder's Lease().Expires (round %d)", what, keys[i], until.Sub(at), round)
+				}
+				return
+			}
+			if !errors.Is(err, dlock.ErrNotAcquired) {
+				t.Fatalf("%s: TryLock %q: %v", what, keys[i], err)
+			}
+		}
+		err := set.TryLock(ctx)
+		if err == nil {
+			at := time.Now()
+			_ = set.Unlock(ctx)
+			if at.Before(until) {
+				t.Fatalf("%s: the set taken by another Locker %v before the holder's Lease().Expires (round %d)", what, until.Sub(at), round)
+			}
+			return
+		}
+		if !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Fatalf("%s: TryLock of the set: %v", what, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// MultiLossWindow: a set whose hold is lost keeps the validity window a
+// Mutex keeps. With auto-renew off, Done closes at the loss margin (a
+// tenth of the TTL before Lease().Expires), and until Expires has passed,
+// on this process's clock, no other Locker takes a key of the set, lost
+// or not, nor the whole set; afterwards every key can be taken. The same
+// when one key is broken from outside (Locker.Break): the keys still held
+// stay held until the set's Lease().Expires, as last reported, has passed.
+func (s *suite) multiLossWindow(t *testing.T) {
+	ctx := ctxFor(t, 2*time.Minute)
+	l1, l2 := s.locker(t), s.locker(t)
+	keys := []string{s.key(t, "a"), s.key(t, "b"), s.key(t, "c")}
+	ttl := s.h.ttl()
+	mm := mustMulti(t, l1, keys, dlock.WithTTL(ttl), dlock.WithAutoRenew(false))
+	if err := mm.Lock(ctx); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	lease := mm.Lease()
+	if !lease.Valid() {
+		t.Fatalf("Lease() = %+v right after Lock; want valid", lease)
+	}
+	select {
+	case <-mm.Done():
+	case <-time.After(ttl + slack):
+		t.Fatal("the set's Done stayed open after its lease ran out")
+	}
+	if err := mm.Err(); !errors.Is(err, dlock.ErrLockLost) {
+		t.Fatalf("Err after the lease ran out: %v; want ErrLockLost", err)
+	}
+	if mm.Lease().Valid() || mm.Tokens() != nil {
+		t.Fatal("a lost set still reports a valid lease or tokens")
+	}
+	s.probeMulti(t, l2, lease.Expires, "lease ran out (auto-renew off)", keys...)
+	// Every key comes back once the window has passed (on the server's
+	// expiry, or released by the set).
+	next := mustMulti(t, l2, keys, dlock.WithTTL(s.h.longTTL()))
+	if err := next.Lock(ctxFor(t, ttl+s.h.ExpiryGrace+slack)); err != nil {
+		t.Fatalf("Lock of the set after the lost holder's window: %v", err)
+	}
+	if err := next.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	if err := mm.Unlock(ctx); !errors.Is(err, dlock.ErrLockLost) || errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Unlock after the loss: %v; want ErrLockLost (not ErrNotHeld)", err)
+	}
+
+	// One key broken from outside while the set is held and renewed
+	// (Locker.Break: that key's hold only, where the harness's BreakLease
+	// may end a lease or session the other keys share).
+	held := mustMulti(t, l1, keys, dlock.WithTTL(ttl))
+	if err := held.Lock(ctx); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	lease = held.Lease()
+	if info, err := l2.Break(ctx, keys[1]); err != nil || !info.Held {
+		t.Fatalf("Break: %+v, %v; want the set's hold of %q", info, err, keys[1])
+	}
+	s.probeMulti(t, l2, lease.Expires, "one key broken", keys[0], keys[2])
+	select {
+	case <-held.Done():
+	case <-time.After(ttl + s.h.ExpiryGrace + slack):
+		t.Fatal("the set's Done stayed open after one key's lease was broken")
+	}
+	s.waitKeysFree(t, l2, "after the broken set's window", keys[0], keys[2])
+	if err := held.Unlock(ctx); !errors.Is(err, dlock.ErrLockLost) {
+		t.Fatalf("Unlock after a key was broken: %v; want ErrLockLost", err)
+	}
+}

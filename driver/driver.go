@@ -24,8 +24,9 @@
 //     present, dlock.Mutex.Lock calls it instead of looping over
 //     TryAcquire and Watch.
 //   - [Limiter]: the TTLs the backend can honour (etcd leases start at 2 s,
-//     Consul sessions at 10 s). dlock rejects other TTLs when a Mutex is
-//     created, instead of letting the server round them silently.
+//     Consul sessions at 10 s and end at 24 h). dlock rejects other TTLs
+//     when a Mutex is created, instead of letting the server round them
+//     silently or the driver's arithmetic overflow.
 //   - [BatchRenewer]: renews many holds in one call (a pipeline, one
 //     request for a shared lease). The portable layer's renewal scheduler
 //     hands it every hold that is due at once, instead of one Renew each.
@@ -178,10 +179,24 @@ type LockWatcher interface {
 	WatchLock(ctx context.Context, key string) (Watch, error)
 }
 
-// Limits are the lease lengths a backend can honour.
+// Limits are the lease lengths a backend can honour. dlock refuses a TTL
+// outside them with ErrInvalidOption, naming the limit, when a Locker or a
+// Mutex is made; a driver is never asked for another.
+//
+// MaxTTL is the longest lease the store and the driver's own arithmetic
+// on it honour exactly: the store's largest expiry (etcd's largest lease,
+// Consul's largest session TTL, ZooKeeper's session timeout), and every
+// conversion the driver makes (a TTL in milliseconds or microseconds, an
+// expiry as nanoseconds since 1970, server time plus the TTL in a script)
+// without overflow or rounding to a shorter lease. A TTL beyond it must
+// never reach the store: a lease that wraps around to one already ended
+// lets two holders in. Every driver should declare it, as a round number
+// with margin, and document it. Whatever a driver declares, dlock accepts
+// no TTL above dlock.MaxTTL (10 years), which bounds the portable
+// layer's own arithmetic and leaves a driver room for its own.
 type Limits struct {
 	MinTTL time.Duration // smallest TTL (e.g. 2s for etcd); 0 means any positive TTL
-	MaxTTL time.Duration // largest TTL; 0 means no limit
+	MaxTTL time.Duration // largest TTL; 0 means dlock.MaxTTL
 }
 
 // Limiter is implemented by drivers that cannot honour every TTL.

@@ -26,6 +26,9 @@ const (
 	AttrLossCause = attribute.Key("dlock.loss.cause")
 	AttrToken     = attribute.Key("dlock.token")
 	AttrWatchdog  = attribute.Key("dlock.watchdog")
+	// AttrErrorType is the semantic conventions' error.type, on failed
+	// outcomes only: see the package documentation for its values.
+	AttrErrorType = attribute.Key("error.type")
 )
 
 // Option configures New.
@@ -78,8 +81,9 @@ func New(opts ...Option) (*Observer, error) {
 	m := c.mp.Meter(ScopeName)
 	o := &Observer{tracer: c.tp.Tracer(ScopeName), withKey: c.withKey}
 	var errs []error
-	hist := func(name, desc string) metric.Float64Histogram {
-		h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc))
+	hist := func(name, desc string, bounds []float64) metric.Float64Histogram {
+		h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(bounds...))
 		errs = append(errs, err)
 		return h
 	}
@@ -88,10 +92,10 @@ func New(opts ...Option) (*Observer, error) {
 		errs = append(errs, err)
 		return h
 	}
-	o.wait = hist("dlock.lock.wait.duration", "Time from a Lock or TryLock call to its outcome.")
-	o.hold = hist("dlock.lock.hold.duration", "Time from acquisition to the end of a hold.")
-	o.renewDur = hist("dlock.lock.renewal.duration", "Time one renewal took.")
-	o.margin = hist("dlock.lock.renewal.margin", "What was left of the validity window when a renewal succeeded.")
+	o.wait = hist("dlock.lock.wait.duration", "Time from a Lock or TryLock call to its outcome.", waitBuckets)
+	o.hold = hist("dlock.lock.hold.duration", "Time from acquisition to the end of a hold.", holdBuckets)
+	o.renewDur = hist("dlock.lock.renewal.duration", "Time one renewal took.", renewalBuckets)
+	o.margin = hist("dlock.lock.renewal.margin", "What was left of the validity window when a renewal succeeded.", marginBuckets)
 	o.acquisitions = count("dlock.lock.acquisitions", "{acquisition}", "Holds granted.")
 	o.renewals = count("dlock.lock.renewals", "{renewal}", "Renewals, by outcome.")
 	o.loss = count("dlock.lock.losses", "{loss}", "Holds lost, by cause.")
@@ -154,18 +158,27 @@ func (o *Observer) End(ctx context.Context, c dlock.Call, r dlock.Result) {
 	if r.Err != nil && (r.Outcome == dlock.OutcomeError || r.Outcome == dlock.OutcomeLost || r.Outcome == dlock.OutcomeFailed) {
 		span.RecordError(r.Err)
 		span.SetStatus(codes.Error, r.Err.Error())
+		span.SetAttributes(AttrErrorType.String(errorType(r.Outcome, r.Err)))
 	}
 	secs := r.Duration.Seconds()
 	switch c.Op {
 	case dlock.OpLock, dlock.OpTryLock:
-		o.wait.Record(ctx, secs, o.common(c.Backend, c.Key, AttrOp.String(c.Op.String()), AttrOutcome.String(string(r.Outcome))))
+		attrs := []attribute.KeyValue{AttrOp.String(c.Op.String()), AttrOutcome.String(string(r.Outcome))}
+		if r.Outcome != dlock.OutcomeAcquired {
+			attrs = append(attrs, AttrErrorType.String(errorType(r.Outcome, r.Err)))
+		}
+		o.wait.Record(ctx, secs, o.common(c.Backend, c.Key, attrs...))
 		if r.Outcome == dlock.OutcomeAcquired {
 			o.acquisitions.Add(ctx, 1, o.common(c.Backend, c.Key))
 			o.held.Add(ctx, 1, o.common(c.Backend, c.Key))
 		}
 	case dlock.OpRenew:
-		o.renewals.Add(ctx, 1, o.common(c.Backend, c.Key, AttrOutcome.String(string(r.Outcome)), AttrWatchdog.Bool(c.Watchdog)))
-		o.renewDur.Record(ctx, secs, o.common(c.Backend, c.Key))
+		var failed []attribute.KeyValue
+		if r.Outcome != dlock.OutcomeRenewed {
+			failed = []attribute.KeyValue{AttrErrorType.String(errorType(r.Outcome, r.Err))}
+		}
+		o.renewals.Add(ctx, 1, o.common(c.Backend, c.Key, append(failed, AttrOutcome.String(string(r.Outcome)), AttrWatchdog.Bool(c.Watchdog))...))
+		o.renewDur.Record(ctx, secs, o.common(c.Backend, c.Key, failed...))
 		if r.Outcome == dlock.OutcomeRenewed {
 			o.margin.Record(ctx, r.Margin.Seconds(), o.common(c.Backend, c.Key))
 		}
@@ -179,7 +192,8 @@ func (o *Observer) HoldEnd(e dlock.HoldEnd) {
 	end := "unlocked"
 	if e.Lost {
 		end = "lost"
-		o.loss.Add(ctx, 1, o.common(e.Backend, e.Key, AttrLossCause.String(dlock.LossCause(e.Cause))))
+		o.loss.Add(ctx, 1, o.common(e.Backend, e.Key, AttrLossCause.String(dlock.LossCause(e.Cause)),
+			AttrErrorType.String(errorType(dlock.OutcomeLost, e.Cause))))
 	}
 	o.hold.Record(ctx, e.Held.Seconds(), o.common(e.Backend, e.Key, AttrEnd.String(end)))
 	o.held.Add(ctx, -1, o.common(e.Backend, e.Key))

@@ -98,6 +98,8 @@ func want(t *testing.T, ms map[string]metricdata.Metrics, name, unit string, v i
 
 var mem = dlockotel.AttrBackend.String("mem")
 
+func errType(v string) attribute.KeyValue { return dlockotel.AttrErrorType.String(v) }
+
 func TestInstrumentsAndSpans(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -132,16 +134,14 @@ func TestInstrumentsAndSpans(t *testing.T) {
 
 	ms := e.collect(t)
 	want(t, ms, "dlock.lock.wait.duration", "s", 1, mem, dlockotel.AttrOp.String("lock"), dlockotel.AttrOutcome.String("acquired"))
-	want(t, ms, "dlock.lock.wait.duration", "s", 1, mem, dlockotel.AttrOp.String("trylock"), dlockotel.AttrOutcome.String("not_acquired"))
-	want(t, ms, "dlock.lock.wait.duration", "s", 1, mem, dlockotel.AttrOp.String("lock"), dlockotel.AttrOutcome.String("canceled"))
+	want(t, ms, "dlock.lock.wait.duration", "s", 1, mem, dlockotel.AttrOp.String("trylock"), dlockotel.AttrOutcome.String("not_acquired"), errType("not_acquired"))
+	want(t, ms, "dlock.lock.wait.duration", "s", 1, mem, dlockotel.AttrOp.String("lock"), dlockotel.AttrOutcome.String("canceled"), errType("deadline_exceeded"))
 	want(t, ms, "dlock.lock.acquisitions", "{acquisition}", 1, mem)
 	want(t, ms, "dlock.lock.held", "{lock}", 0, mem)
 	want(t, ms, "dlock.lock.hold.duration", "s", 1, mem, dlockotel.AttrEnd.String("unlocked"))
 	renewals := points(t, ms["dlock.lock.renewals"])
-	watchdog := func(outcome string) int64 {
-		return renewals[set(mem, dlockotel.AttrOutcome.String(outcome), dlockotel.AttrWatchdog.Bool(true))]
-	}
-	renewed := watchdog("renewed")
+	renewed := renewals[set(mem, dlockotel.AttrOutcome.String("renewed"), dlockotel.AttrWatchdog.Bool(true))]
+	canceled := renewals[set(mem, dlockotel.AttrOutcome.String("canceled"), dlockotel.AttrWatchdog.Bool(true), errType("canceled"))]
 	if renewed < 1 {
 		t.Errorf("no watchdog renewal recorded: %v", renewals)
 	}
@@ -150,10 +150,13 @@ func TestInstrumentsAndSpans(t *testing.T) {
 	for _, n := range renewals {
 		all += n
 	}
-	if all != renewed+watchdog("canceled") {
+	if all != renewed+canceled {
 		t.Errorf("renewals other than renewed or canceled: %v", renewals)
 	}
-	want(t, ms, "dlock.lock.renewal.duration", "s", renewed+watchdog("canceled"), mem)
+	want(t, ms, "dlock.lock.renewal.duration", "s", renewed, mem)
+	if canceled > 0 {
+		want(t, ms, "dlock.lock.renewal.duration", "s", canceled, mem, errType("canceled"))
+	}
 	want(t, ms, "dlock.lock.renewal.margin", "s", renewed, mem)
 	if _, ok := ms["dlock.lock.losses"]; ok {
 		t.Errorf("a loss recorded without one: %v", points(t, ms["dlock.lock.losses"]))
@@ -270,16 +273,20 @@ func TestLossCauses(t *testing.T) {
 	ms := e.collect(t)
 	key := func(k string) attribute.KeyValue { return dlockotel.AttrKey.String(k) }
 	memDrv := mem
-	want(t, ms, "dlock.lock.losses", "{loss}", 1, memDrv, key("failing"), dlockotel.AttrLossCause.String("renewal_failed"))
-	want(t, ms, "dlock.lock.losses", "{loss}", 1, memDrv, key("broken"), dlockotel.AttrLossCause.String("backend_reported"))
+	want(t, ms, "dlock.lock.losses", "{loss}", 1, memDrv, key("failing"), dlockotel.AttrLossCause.String("renewal_failed"), errType("lock_lost"))
+	want(t, ms, "dlock.lock.losses", "{loss}", 1, memDrv, key("broken"), dlockotel.AttrLossCause.String("backend_reported"), errType("lock_lost"))
 	want(t, ms, "dlock.lock.hold.duration", "s", 1, memDrv, key("failing"), dlockotel.AttrEnd.String("lost"))
-	failed := points(t, ms["dlock.lock.renewals"])[set(memDrv, key("failing"), dlockotel.AttrOutcome.String("failed"), dlockotel.AttrWatchdog.Bool(true))]
+	failing := []attribute.KeyValue{memDrv, key("failing"), errType("unavailable")}
+	failed := points(t, ms["dlock.lock.renewals"])[set(append(failing, dlockotel.AttrOutcome.String("failed"), dlockotel.AttrWatchdog.Bool(true))...)]
 	if failed < 1 {
-		t.Errorf("no failed renewal recorded: %v", points(t, ms["dlock.lock.renewals"]))
+		t.Errorf("no failed renewal recorded with error.type unavailable: %v", points(t, ms["dlock.lock.renewals"]))
+	}
+	if d := points(t, ms["dlock.lock.renewal.duration"])[set(failing...)]; d < failed {
+		t.Errorf("%d failed renewals, %d durations with error.type unavailable: %v", failed, d, points(t, ms["dlock.lock.renewal.duration"]))
 	}
 	var errSpans int
 	for _, s := range e.spans.Ended() {
-		if s.Name() == "dlock.Renew" && s.Status().Code == codes.Error && len(s.Events()) > 0 {
+		if s.Name() == "dlock.Renew" && s.Status().Code == codes.Error && len(s.Events()) > 0 && attrOf(s, dlockotel.AttrErrorType) != "" {
 			errSpans++
 		}
 	}

@@ -107,8 +107,10 @@ func harness(t testing.TB) conformance.Harness {
 			return err
 		},
 		URL:         testURL(t, raw, "lockdelay=1ms").String(),
+		CutOff:      conformance.CutOffURL(testURL(t, raw, "lockdelay=1ms").String()),
 		TTL:         MinTTL,
 		ExpiryGrace: MinTTL, // Consul invalidates a session at up to 2*TTL
+		MaxTTL:      MaxTTL,
 	}
 }
 

@@ -53,8 +53,12 @@
 // Unlock is the transaction [check-session KEY, delete-cas KEY at the
 // acquire's index]: it deletes the key only if it is still this hold's, so
 // it can never free a later hold, not even one taken with the same
-// session. An acquire whose answer is lost (a timeout, a broken
-// connection) is undone in the background if it was applied: the acquire
+// session. An acquire whose caller cancels while it is on its way still
+// waits up to a second for its answer (never past a deadline): a grant
+// that arrives then is handed out. An acquire whose answer is lost all the
+// same (a timeout, a broken connection) is undone if it was applied,
+// before Lock returns (in the background when the agent does not answer
+// within a second; the conformance case CancelAtGrant): the acquire
 // writes a random nonce in the key's flags, and the key is deleted only if
 // it still carries it. Renew renews the session (Consul returns the TTL it
 // granted) and checks that the key is still the hold's.

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/linger"
 )
 
 // hold is the driver's state of one granted lock (driver.Hold.State).
@@ -105,11 +106,14 @@ func (d *consulDriver) acquire(ctx context.Context, path string, ttl time.Durati
 			// The key's value is the holder's description, for Inspect.
 			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: path, Session: s.id, Value: []byte(meta), Flags: nonce}},
 			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGet, Key: path}})
-		ok, resp, _, err := d.c.Txn().Txn(ops, d.qopts(ctx))
+		tctx, stop := txnContext(ctx)
+		ok, resp, _, err := d.c.Txn().Txn(ops, d.qopts(tctx))
+		stop()
 		if err != nil {
-			// Ambiguous: the lock may have been applied. Undo it if it was,
-			// in the background.
-			d.abandonAcquire(path, s, nonce)
+			// Ambiguous: the lock may have been applied. Undo it if it
+			// was, before returning: a Lock that returns an error must
+			// hold nothing.
+			d.undoAcquire(ctx, path, s, nonce)
 			return driver.Hold{}, mapErr(ctx, "acquire", err)
 		}
 		if !ok {
@@ -210,6 +214,53 @@ func (d *consulDriver) abandon(path string, s *session, index uint64) {
 		_, _, _, _ = d.c.Txn().Txn(dropOps(path, s.id, index), d.qopts(ctx))
 		_, _ = d.c.Session().Destroy(s.id, d.wopts(ctx))
 	})
+}
+
+// txnContext is the context of an acquire transaction: a caller that
+// gives up while it is on its way still gets its reply, for up to
+// acquireGrace after a cancellation (never past ctx's deadline), so that
+// a grant that arrives as the caller gives up is handed out rather than
+// left with its outcome unknown (etcd issue 10111).
+func txnContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	l, stop := linger.After(ctx, acquireGrace)
+	if dl, ok := ctx.Deadline(); ok {
+		l, cancel := context.WithDeadline(l, dl)
+		return l, func() { cancel(); stop() }
+	}
+	return l, stop
+}
+
+// acquireGrace is how long an acquire transaction whose caller gave up
+// may still wait for its reply.
+const acquireGrace = time.Second
+
+// undoTimeout bounds undoAcquire's wait before the undo goes on in the
+// background.
+const undoTimeout = time.Second
+
+// undoAcquire undoes an acquire whose outcome is not known, as
+// abandonAcquire does, before it returns; when the cluster does not
+// answer within undoTimeout, it goes on in the background.
+func (d *consulDriver) undoAcquire(ctx context.Context, path string, s *session, nonce uint64) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	kv, _, err := d.c.KV().Get(path, d.qopts(uctx))
+	if err == nil && kv != nil && kv.Session == s.id && kv.Flags == nonce {
+		ok, _, _, terr := d.c.Txn().Txn(dropOps(path, s.id, kv.ModifyIndex), d.qopts(uctx))
+		err = terr
+		if terr == nil && !ok {
+			err = errors.New("consul: undo of an acquire refused")
+		}
+	}
+	if err != nil {
+		d.abandonAcquire(path, s, nonce)
+		return
+	}
+	if s.shared {
+		d.shared.put(s)
+		return
+	}
+	d.destroyLater(s)
 }
 
 // abandonAcquire undoes, in the background, an acquire whose outcome is

@@ -282,7 +282,7 @@ func (d *drv) wait(ctx context.Context, h *hold, pred incarnation) (own keyWatch
 				own = d.watchDelete(h.ctx, h.key, clientv3.WithRev(ownFrom))
 			case <-ka.C:
 				kctx, cancel := context.WithTimeout(ctx, max(h.ttl()/3, time.Second))
-				err := d.leases.keepAlive(kctx, h.lease)
+				err := d.keepWaiterAlive(kctx, h.lease)
 				cancel()
 				switch {
 				case err == nil:
@@ -301,6 +301,23 @@ func (d *drv) wait(ctx context.Context, h *hold, pred incarnation) (own keyWatch
 			}
 		}
 	}
+}
+
+// keepWaiterAlive keeps a waiting entry's lease l alive once. A shared
+// lease is kept alive in its renewal turn, by a keepalive round confirmed
+// by a linearizable read (leasePool.refresh), shared with the renewal
+// batches and acquires that want one at the same time: a keepalive
+// recorded outside the turn could be confirmed by the read of a round it
+// did not belong to, asked for before it was answered, and a deposed
+// leader may have answered it (see lease.turn). A lease of its own backs
+// this waiter alone: its keepalive is confirmed by the waiter's next
+// linearizable read of the queue, or by refresh before the grant.
+func (d *drv) keepWaiterAlive(ctx context.Context, l *lease) error {
+	if l.shared {
+		_, err := d.leases.refresh(ctx, l, time.Now())
+		return err
+	}
+	return d.leases.keepAlive(ctx, l)
 }
 
 // readQueue reads the two last entries created up to h's, newest first:

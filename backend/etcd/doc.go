@@ -16,7 +16,8 @@
 //	                 read; an unreachable cluster is an ErrUnavailable error
 //	lease_per_hold=false  give every hold a lease of its own instead of one
 //	                 shared lease per TTL (see Leases)
-//	ttl=30s          (dlock) default lease, whole seconds from 2s
+//	ttl=30s          (dlock) default lease, whole seconds from 2s (MinTTL)
+//	                 to 10 years (MaxTTL)
 //	autorenew=true   (dlock) renewal watchdog on or off
 //
 // Any other parameter is an ErrInvalidURL error. For TLS or any other client
@@ -32,7 +33,8 @@
 //
 //   - Leases are whole seconds: a TTL is rounded up and the granted TTL is
 //     what Lease().TTL reports. etcd 3.4 silently raises leases below 2s, so
-//     a shorter TTL is refused when the Mutex is made (MinTTL).
+//     a shorter TTL is refused when the Mutex is made (MinTTL), and so is
+//     one longer than MaxTTL (10 years; etcd's own limit is about 285).
 //   - Waiters queue on the server in the order they arrive (create revision
 //     of their entry) and each watches only its predecessor: no herd, no
 //     polling, and fair across processes.
@@ -231,7 +233,9 @@
 //     never interleave, so a read only ever confirms the keepalive sent
 //     just before it on the same turn, not one another goroutine sent
 //     meanwhile and a deposed leader may have answered
-//     (TestRenewalsOfOneHoldTakeTurns).
+//     (TestRenewalsOfOneHoldTakeTurns). A waiter on a shared lease keeps it
+//     alive in the same turn, with a keepalive round of its own or one it
+//     shares, never beside it (TestWaiterKeepaliveTakesTheTurn).
 //   - Every call carries etcd's require-leader flag. A member cut off from
 //     its peers (a partition; clients still reach it) then refuses at once
 //     with "no leader" and applies nothing, so the acquire and lease calls

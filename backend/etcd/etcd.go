@@ -28,6 +28,16 @@ const DefaultPrefix = "dlock/"
 // without telling the client, so dlock refuses them when a Mutex is made.
 const MinTTL = 2 * time.Second
 
+// MaxTTL is the longest lease this backend grants: dlock.MaxTTL, 10
+// years (315,360,000 s). etcd refuses a lease above 9,000,000,000 s (its
+// lease.MaxLeaseTTL, about 285 years) with a bare "too large lease TTL",
+// and the Locker's lease pool, which weighs a lease's age against three
+// quarters of its TTL (3*TTL/4), overflows above 97 years: a released
+// lease then looked about to expire and was dropped without a revoke.
+// dlock refuses anything above MaxTTL when the Mutex is made instead,
+// naming the limit.
+const MaxTTL = dlock.MaxTTL
+
 // DefaultDialTimeout bounds how long Open waits for the cluster to answer.
 const DefaultDialTimeout = 5 * time.Second
 
@@ -201,8 +211,8 @@ func newDriver(cli *clientv3.Client, cfg Config, owned bool) *drv {
 	return d
 }
 
-// Limits reports etcd's lease bounds: whole seconds from MinTTL up.
-func (d *drv) Limits() driver.Limits { return driver.Limits{MinTTL: MinTTL} }
+// Limits reports etcd's lease bounds: whole seconds from MinTTL to MaxTTL.
+func (d *drv) Limits() driver.Limits { return driver.Limits{MinTTL: MinTTL, MaxTTL: MaxTTL} }
 
 // enter registers a call that Close waits for; it fails once the driver is
 // closed or ctx has ended. The call runs with the returned context, which

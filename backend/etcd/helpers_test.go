@@ -192,6 +192,7 @@ func (e *env) harness() conformance.Harness {
 		},
 		BreakLease:  e.breakLease,
 		URL:         e.url + "/" + e.prefix,
+		CutOff:      conformance.CutOffURL(e.url + "/" + e.prefix),
 		TTL:         etcd.MinTTL,
 		ExpiryGrace: time.Second, // the leader checks for expired leases every 500ms
 		Queue:       true,

@@ -28,9 +28,10 @@ import (
 // moment later.
 //
 // A broken watch (compaction, no leader) is replaced after one read of the
-// prefix: every registered hold whose entry that read does not show is
-// lost, and the new watch starts after the read's revision, so no deletion
-// falls between the two.
+// prefix: every registered hold whose entry that read does not show, and
+// was created by its revision, is lost (one granted while the read was on
+// its way is not in it), and the new watch starts after the read's
+// revision, so no deletion falls between the two.
 //
 // The watch runs on a gRPC stream of its own (drv.lossCtx), so that a
 // progress request (caughtUp) is answered for it alone: etcd answers one
@@ -348,8 +349,10 @@ func (w *lossWatch) run(from int64) {
 }
 
 // resync reads which entries exist under the prefix, marks every
-// registered hold whose entry is gone as lost, and returns the read's
-// revision. It retries until the read answers or Close.
+// registered hold whose entry the read should show and does not as lost,
+// and returns the read's revision. A hold registered while the read was
+// on its way may have an entry created after the read's revision: it is
+// left to the next watch. It retries until the read answers or Close.
 func (w *lossWatch) resync() (int64, bool) {
 	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		ctx, cancel := context.WithTimeout(w.d.ctx, 5*time.Second)
@@ -360,10 +363,15 @@ func (w *lossWatch) resync() (int64, bool) {
 			for _, kv := range resp.Kvs {
 				live[string(kv.Key)] = kv.CreateRevision
 			}
+			read := resp.Header.Revision
 			w.mu.Lock()
 			var gone []*hold
 			for k, h := range w.holds {
-				if live[k] != h.rev {
+				// An entry created after the read (a hold granted
+				// while it was on its way) is not in it, and tells
+				// nothing: the next watch, from the read's revision
+				// on, reports its deletion.
+				if h.rev <= read && live[k] != h.rev {
 					gone = append(gone, h)
 					delete(w.holds, k)
 				}
@@ -376,8 +384,8 @@ func (w *lossWatch) resync() (int64, bool) {
 				}
 				h.lost.Mark()
 			}
-			w.advance(resp.Header.Revision)
-			return resp.Header.Revision, true
+			w.advance(read)
+			return read, true
 		}
 		select {
 		case <-time.After(backoff):

@@ -3,8 +3,13 @@ package file_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend/file"
@@ -38,7 +43,11 @@ func harness(t testing.TB) conformance.Harness {
 			}
 			return nil
 		},
-		URL:         "file://" + dir,
+		URL: "file://" + dir,
+		CutOff: func(_ testing.TB, _ context.Context, opts ...dlock.Option) (dlock.Locker, conformance.Link, error) {
+			l, err := file.New(dir, opts...)
+			return l, &flockCut{dir: dir}, err
+		},
 		TTL:         500 * time.Millisecond,
 		InProcess:   true, // no server to be unreachable
 		CloseRounds: 300,
@@ -46,5 +55,45 @@ func harness(t testing.TB) conformance.Harness {
 }
 
 func TestConformance(t *testing.T) { conformance.Run(t, harness(t)) }
+
+// flockCut cuts Lockers off from a directory as a stuck process would:
+// it holds the flock of every file in it, so that every update waits.
+type flockCut struct {
+	dir string
+	mu  sync.Mutex
+	fds []int
+}
+
+func (c *flockCut) Cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ents, err := os.ReadDir(c.dir)
+	if err != nil {
+		panic(err)
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		fd, err := unix.Open(filepath.Join(c.dir, e.Name()), unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue // removed meanwhile
+		}
+		if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+			unix.Close(fd)
+			panic(err)
+		}
+		c.fds = append(c.fds, fd)
+	}
+}
+
+func (c *flockCut) Heal() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, fd := range c.fds {
+		unix.Close(fd)
+	}
+	c.fds = nil
+}
 
 func BenchmarkConformance(b *testing.B) { conformance.RunBenchmarks(b, harness(b)) }

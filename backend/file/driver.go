@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -28,7 +29,19 @@ var (
 	_ driver.Locker    = (*fileDriver)(nil)
 	_ driver.Inspector = (*fileDriver)(nil)
 	_ driver.Recorder  = (*fileDriver)(nil)
+	_ driver.Limiter   = (*fileDriver)(nil)
 )
+
+// MaxTTL is the longest lease file:// grants: dlock.MaxTTL, 10 years. The
+// lease's end is stored as wall-clock nanoseconds since 1970 in an int64,
+// which ends in April 2262; a lease that ran past it would wrap around to
+// one that ended long ago, and the key would read as free while held (a
+// TTL of 291 years did that). A lease of 10 years ends within it when
+// taken before 2252.
+const MaxTTL = dlock.MaxTTL
+
+// Limits reports the longest lease, MaxTTL.
+func (d *fileDriver) Limits() driver.Limits { return driver.Limits{MaxTTL: MaxTTL} }
 
 func newDriver(dir string) *fileDriver {
 	return &fileDriver{dir: dir, closed: make(chan struct{})}

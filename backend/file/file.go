@@ -9,7 +9,9 @@
 //
 // The directory must be an absolute path; the host part must be empty or
 // "localhost". The backend takes no parameters of its own; the portable
-// ttl= and autorenew= apply as everywhere.
+// ttl= and autorenew= apply as everywhere. The longest TTL is MaxTTL (10
+// years); a longer one is refused with dlock.ErrInvalidOption when the
+// Locker or Mutex is made.
 //
 // # How it works
 //

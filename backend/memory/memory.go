@@ -26,6 +26,9 @@
 // the first of the next, by more than the time between them. There is no
 // server, so no failover, snapshot or partition to survive; a process
 // that ends takes its locks with it.
+//
+// The longest TTL is MaxTTL (10 years, dlock.MaxTTL); a longer one is
+// refused with dlock.ErrInvalidOption when the Locker or Mutex is made.
 package memory
 
 import (
@@ -169,7 +172,16 @@ var (
 	_ driver.BatchRenewer = (*memDriver)(nil)
 	_ driver.LossNotifier = (*memDriver)(nil)
 	_ driver.Recorder     = (*memDriver)(nil)
+	_ driver.Limiter      = (*memDriver)(nil)
 )
+
+// MaxTTL is the longest lease mem:// grants: dlock.MaxTTL, 10 years. A
+// lease here is a time.Time deadline and a runtime timer, which saturate
+// rather than overflow, so dlock's own limit is the only one.
+const MaxTTL = dlock.MaxTTL
+
+// Limits reports the longest lease, MaxTTL.
+func (d *memDriver) Limits() driver.Limits { return driver.Limits{MaxTTL: MaxTTL} }
 
 // Record keeps value as key's record unless it has one; records live as
 // long as the Store.

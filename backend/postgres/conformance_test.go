@@ -12,7 +12,8 @@ import (
 
 func (e *env) harness() conformance.Harness {
 	return conformance.Harness{
-		URL: e.raw,
+		URL:    e.raw,
+		CutOff: conformance.CutOffURL(e.raw),
 		NewLocker: func(ctx context.Context, opts ...dlock.Option) (dlock.Locker, error) {
 			return openLocker(ctx, e.raw, opts...)
 		},

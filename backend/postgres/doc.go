@@ -99,9 +99,16 @@
 // default_query_exec_mode). The listening connection needs a session of
 // its own: LISTEN does not work through a pooler in transaction mode.
 //
-// An acquire whose reply is lost (the connection broke after the statement
-// was sent) is undone in the background by the owner-checked release,
-// tried again after 100 ms and 1 s.
+// An acquire whose caller gives up while the statement is on its way
+// still waits up to a second for the reply (never past the caller's
+// deadline): a grant that arrives then is handed out. An acquire whose
+// reply is lost all the same (a deadline, a broken connection) is undone
+// before TryAcquire or Lock returns: it waits for the statement's server
+// session to end (pg_stat_activity), after which the statement has run or
+// never will, then releases, owner-checked; a Lock that returns an error
+// holds nothing (the conformance case CancelAtGrant, after etcd issue
+// 10111). When the server does not answer that within a second, the
+// release goes on in the background, tried again after 100 ms and 1 s.
 //
 // # Fencing tokens
 //
@@ -137,7 +144,9 @@
 //	table=dlock_locks   the lease table (at most 53 bytes)
 //	schema=             its schema (default: current_schema())
 //
-// plus dlock's ttl and autorenew, and the usual connection parameters,
+// plus dlock's ttl (at most MaxTTL, 10 years; a longer TTL is refused with
+// dlock.ErrInvalidOption when the Locker or Mutex is made) and autorenew,
+// and the usual connection parameters,
 // which go to pgx: sslmode, sslrootcert, sslcert, sslkey, sslpassword,
 // connect_timeout (default here 5s, so that a server that never answers is
 // reported as unavailable), application_name, target_session_attrs,

@@ -117,8 +117,7 @@ func (d *pgDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.H
 		return driver.Hold{}, err
 	}
 	st := &state{hash: keyHash(req.Key), owner: req.Owner, ttlUs: micros(req.TTL)}
-	var token, remaining int64
-	err := d.pool.QueryRow(ctx, d.sql.acquire, st.hash, []byte(req.Key), st.owner, st.ttlUs, req.Meta).Scan(&token, &remaining)
+	token, remaining, err := d.acquire(ctx, st, req)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		// Held by a row committed after this statement's snapshot was
@@ -132,10 +131,6 @@ func (d *pgDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.H
 		}
 		return driver.Hold{}, &driver.HeldError{Remaining: max(time.Duration(remaining)*time.Microsecond, time.Millisecond)}
 	case err != nil:
-		if !answered(err) {
-			// The statement may have run and the reply been lost: undo it.
-			d.cleanup(st)
-		}
 		return driver.Hold{}, mapErr(ctx, err)
 	case token == 0:
 		// Held. A lease that ends in less than a millisecond is reported
@@ -147,6 +142,88 @@ func (d *pgDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.H
 		TTL:   time.Duration(st.ttlUs) * time.Microsecond,
 		State: st,
 	}, nil
+}
+
+// acquire runs the acquire statement for st on a connection of the pool
+// and returns its token and the holder's remaining lease (see
+// newStatements).
+//
+// A caller that gives up while the statement is on its way still gets its
+// reply, for up to acquireGrace after a cancellation (never past a
+// deadline): pgx answers a cancelled statement by closing its connection,
+// which leaves the statement's outcome unknown, and a grant that arrives
+// as the caller gives up is better handed out than undone. When the reply
+// is cut short all the same, the acquire is undone before acquire returns
+// (see undo): a caller that gets an error holds nothing.
+func (d *pgDriver) acquire(ctx context.Context, st *state, req driver.Request) (token, remaining int64, err error) {
+	conn, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return 0, 0, err // nothing was sent
+	}
+	pid := conn.Conn().PgConn().PID()
+	qctx, stop := lingering(ctx, acquireGrace)
+	err = conn.QueryRow(qctx, d.sql.acquire, st.hash, []byte(req.Key), st.owner, st.ttlUs, req.Meta).Scan(&token, &remaining)
+	stop()
+	conn.Release()
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) && !answered(err) {
+		// The statement may have run, or may still run, and the reply
+		// been lost.
+		d.undo(ctx, st, pid)
+	}
+	return token, remaining, err
+}
+
+// acquireGrace is how long an acquire statement whose caller gave up may
+// still wait for its reply.
+const acquireGrace = time.Second
+
+// undo ends st's lease, for an acquire whose reply was cut short, before
+// the acquire returns: a Lock that returns an error must hold nothing
+// when it returns (etcd issue 10111 is a Lock that did). The statement
+// may still be on its way or running on the server session pid, whose
+// connection pgx has closed: a release sent before the statement runs
+// would find nothing, and the statement would then take the lease. So
+// undo first waits for that session to end (pgx cancels its statement
+// and ends it), after which the statement has either committed or never
+// will, and then releases, owner-checked: it never ends someone else's
+// lease. Both are bounded by undoTimeout on a context of their own; when
+// they do not finish in time (a server that does not answer), the
+// release goes on in the background (cleanup).
+func (d *pgDriver) undo(ctx context.Context, st *state, pid uint32) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	if !d.sessionEnded(uctx, pid) {
+		d.cleanup(st)
+		return
+	}
+	if err := d.release(uctx, st); err != nil && !errors.Is(err, driver.ErrNotHeld) {
+		d.cleanup(st)
+	}
+}
+
+// undoTimeout bounds undo: the wait for the session of a cut-short
+// acquire to end and the release after it.
+const undoTimeout = time.Second
+
+// sessionEnded waits until the server session pid has ended, and reports
+// whether it saw it end before ctx did. Behind a connection pooler the
+// pid names no server session, and the wait ends at once.
+func (d *pgDriver) sessionEnded(ctx context.Context, pid uint32) bool {
+	for pause := 500 * time.Microsecond; ; pause = min(2*pause, 20*time.Millisecond) {
+		var n int64
+		err := d.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, int64(pid)).Scan(&n)
+		if err != nil {
+			return false
+		}
+		if n == 0 {
+			return true
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 func stateOf(h driver.Hold) (*state, error) {
@@ -225,7 +302,8 @@ func lingering(ctx context.Context, grace time.Duration) (context.Context, conte
 }
 
 // cleanup releases st in the background, for an acquire whose outcome is
-// unknown. The release is owner-checked: it never ends someone else's lease.
+// unknown and which undo could not settle in time. The release is
+// owner-checked: it never ends someone else's lease.
 func (d *pgDriver) cleanup(st *state) {
 	d.bgMu.Lock()
 	defer d.bgMu.Unlock()

@@ -300,7 +300,22 @@ type pgDriver struct {
 	closed    chan struct{}
 }
 
-var _ driver.Locker = (*pgDriver)(nil)
+var (
+	_ driver.Locker  = (*pgDriver)(nil)
+	_ driver.Limiter = (*pgDriver)(nil)
+)
+
+// MaxTTL is the longest lease this backend grants: dlock.MaxTTL, 10
+// years. The lease's end is clock_timestamp() + TTL * interval '1
+// microsecond', a product PostgreSQL takes through float8, exact below
+// 2^53 microseconds (about 285 years), on a timestamptz good until the
+// year 294276. The TTL in microseconds is computed in Go first, from a
+// time.Duration, which overflowed to a negative lease (a row that was
+// free at once) near 292 years; dlock.MaxTTL keeps far from both.
+const MaxTTL = dlock.MaxTTL
+
+// Limits reports the longest lease, MaxTTL.
+func (d *pgDriver) Limits() driver.Limits { return driver.Limits{MaxTTL: MaxTTL} }
 
 func newDriver(ctx context.Context, pool *pgxpool.Pool, cfg Config, own bool) (*pgDriver, error) {
 	n, err := prepareTable(ctx, pool, cfg)

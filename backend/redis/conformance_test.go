@@ -106,10 +106,18 @@ func harness(t testing.TB, endpoint string) conformance.Harness {
 	raw := withParams(t, endpoint, "prefix", testPrefix)
 	admin := adminClient(t, raw)
 	scheme := "redis://"
-	if u, _ := url.Parse(endpoint); u != nil && u.Scheme == "redis+cluster" {
+	u, _ := url.Parse(endpoint)
+	if u != nil && u.Scheme == "redis+cluster" {
 		scheme = "redis+cluster://"
 	}
+	var cutOff func(testing.TB, context.Context, ...dlock.Option) (dlock.Locker, conformance.Link, error)
+	if u != nil && u.Scheme == "redis" {
+		// Cluster and Sentinel clients find their servers through the
+		// ones the URL names: the cut runs on standalone.
+		cutOff = conformance.CutOffURL(raw)
+	}
 	return conformance.Harness{
+		CutOff: cutOff,
 		NewLocker: func(ctx context.Context, opts ...dlock.Option) (dlock.Locker, error) {
 			return openLocker(ctx, raw, opts...)
 		},

@@ -21,18 +21,21 @@
 //   - The queue: a list of waiting owners, first in line first, and a hash
 //     of their entries, each with a deadline one lease after the waiter's
 //     last attempt. Every script drops entries whose deadline has passed
-//     from the head of the line, so a waiter that died (killed,
-//     partitioned) holds the line for at most its TTL; a live waiter
-//     refreshes its entry every TTL/3. A Lock that gives up (its context,
-//     Close, an error) removes its entry before it returns, or in the
-//     background if the server cannot be reached.
+//     from the head of the line; a live waiter refreshes its entry every
+//     TTL/3. A Lock that gives up (its context, Close, an error) removes
+//     its entry before it returns, or in the background if the server
+//     cannot be reached. A release skips a waiter that can no longer hear
+//     it, where the server can tell (see Dead waiters).
 //   - Release: a Lua compare-and-delete (only if the key still holds this
 //     hold's owner value). When someone is queued, the same script hands
 //     the lock to the first live waiter (with a token made as above, for a
 //     whole lease) and publishes "owner:token:elapsed:attempt" on that
 //     waiter's Locker's own channel of the key (see Keys): only that
 //     waiter, in one process, wakes, and it needs no round trip to take
-//     the lock. Its window counts from the sending of the attempt named
+//     the lock. Where the server can tell, PUBLISH's count of receivers
+//     says whether anyone heard: when nobody did, the script undoes the
+//     grant, drops the waiter and tries the next (see Dead waiters). The
+//     waiter's window counts from the sending of the attempt named
 //     (the one whose refresh of the entry elapsed counts from), so a grant
 //     heard late, after the waiter attempted again (it was paused, say),
 //     is not counted from that later attempt: the waiter attempts once
@@ -102,6 +105,54 @@
 // allowed to evict (allow_eviction). A lost record is written again by the
 // next Record, with that caller's value.
 //
+// # Dead waiters
+//
+// A Locker's waiters are subscribed to its own channel of the key before
+// they queue, and stay subscribed while queued. A release asks whether
+// the first waiter in line can hear it: the PUBLISH (SPUBLISH) of its
+// grant returns how many connections received it, and when that is none,
+// the same script undoes the grant (the token it took stays spent, so
+// tokens still increase), drops the waiter's entry and hands the lock to
+// the next live waiter in line, or leaves it free when none is left
+// (with wait_replicas, which grants nothing, it wakes the next one
+// instead). So a waiter whose process is gone, exited or killed (its
+// operating system closes its connections, and the server then counts
+// no subscriber), never gets a grant: the key goes to a live waiter, or
+// is free, the moment it is released (TestQueueKilledWaiter); a
+// semaphore waiter, queued on every permit slot, takes none of them
+// (TestSemaphoreKilledWaiter). The server can tell on a standalone
+// server, on Sentinel's primary (the failover client subscribes there)
+// and on a Cluster with sharded pub/sub (Redis 7: waiters subscribe on
+// the master of the key's slot, where the release runs).
+//
+// A dead waiter that no release skips holds the line for at most its TTL
+// after its last refresh, plus one lease when a release grants it the key
+// in that time: the grant sets a whole lease (the waiter's TTL) from the
+// release, which nobody renews or releases. So the waiters behind it get
+// the key at most two of its TTLs after its last refresh, which was at
+// most TTL/3 before it died; a semaphore waiter can take, in that time,
+// every permit slot released. That is the case of:
+//
+//   - a waiter whose connection the server still counts as subscribed: a
+//     process that hangs (stopped, paused, swapping) but has not exited,
+//     or a host that vanished without closing its connections (power
+//     loss, a partition) until the server's TCP keepalive closes them
+//     (tcp-keepalive: several minutes by default);
+//   - a Cluster without sharded pub/sub (a master older than Redis 7): a
+//     PUBLISH reaches every node, but counts only the receivers connected
+//     to the one it ran on, so the release does not ask; and a Cluster
+//     client that subscribes on replicas (ReadOnly, RouteByLatency,
+//     RouteRandomly);
+//   - on any server, no release at all: the holder died too, its lease
+//     runs out (an expiry publishes nothing), and a dead waiter first in
+//     line holds it until its entry runs out, at most its TTL after its
+//     last refresh.
+//
+// A live waiter whose subscription broke and is being made again (the
+// connection dropped) cannot hear either: a release in that moment drops
+// it too, and it queues again, at the back, at its next attempt. That
+// costs it its place in line, never exclusion.
+//
 // # Inspect and Break
 //
 // Inspect runs one read-only script on the lock's node: the lock's owner
@@ -148,7 +199,9 @@
 //	wait_timeout=500ms    how long WAIT may take (only with wait_replicas)
 //	allow_eviction=false  accept a maxmemory-policy other than noeviction
 //
-// plus dlock's ttl and autorenew, and every go-redis URL option
+// plus dlock's ttl (at most MaxTTL, 10 years; a longer TTL is refused with
+// dlock.ErrInvalidOption when the Locker or Mutex is made) and autorenew,
+// and every go-redis URL option
 // (dial_timeout, read_timeout, write_timeout, pool_size, client_name,
 // protocol, max_retries, skip_verify, ...). Any other parameter is an
 // error matching dlock.ErrInvalidURL. Clients made from a URL honour the

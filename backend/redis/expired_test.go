@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redislua"
 )
 
 // A holder whose key expired and was taken by another client can neither
@@ -98,6 +99,14 @@ func TestAttemptFindingItsGrant(t *testing.T) {
 			t.Fatalf("TryAcquire: %v", err)
 		}
 		st := d2.newState(driver.Request{Key: key, TTL: ttl, Owner: "waiter-0123456789abcdef0123456789"})
+		// The waiter's inbox is subscribed, as a waiting Lock's is (a
+		// release grants only to a waiter that can hear it), but nothing
+		// reads the grant.
+		w, err := d2.subs.watch(ctx, redislua.InboxChannel(st.names.channel, d2.inbox), st.owner, false)
+		if err != nil {
+			t.Fatalf("watch: %v", err)
+		}
+		defer w.Close()
 		var held *driver.HeldError
 		if _, err := d2.attempt(ctx, st, "", true); !errors.As(err, &held) {
 			t.Fatalf("waiter's attempt on a held key: %v; want HeldError", err)
@@ -107,6 +116,9 @@ func TestAttemptFindingItsGrant(t *testing.T) {
 			t.Fatalf("Release: %v", err)
 		}
 		granted := time.Now()
+		if v := adminClient(t, raw).Get(ctx, LockKey(testPrefix, key)).Val(); v != st.owner {
+			t.Fatalf("lock is %q after the release; want it granted to the waiter", v)
+		}
 		h, err := d2.attempt(ctx, st, "", true)
 		if err != nil {
 			t.Fatalf("attempt after the grant: %v", err)

@@ -4,14 +4,10 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -233,101 +229,6 @@ func TestQueueFIFO(t *testing.T) {
 			t.Fatalf("TryLock once everyone was served: %v", err)
 		}
 		_ = tm.Unlock(ctx)
-	})
-}
-
-// TestMain runs this test binary as the helper process of
-// TestQueueKilledWaiter when asked to, and the tests otherwise.
-func TestMain(m *testing.M) {
-	if raw := os.Getenv("DLOCK_QUEUE_HELPER_URL"); raw != "" {
-		queueHelperWaiter(raw, os.Getenv("DLOCK_QUEUE_HELPER_KEY"), os.Getenv("DLOCK_QUEUE_HELPER_TTL"))
-	}
-	os.Exit(m.Run())
-}
-
-// queueHelperWaiter queues for key and waits there until it is killed.
-func queueHelperWaiter(raw, key, ttlText string) {
-	ctx := context.Background()
-	ttl, err := time.ParseDuration(ttlText)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "helper:", err)
-		os.Exit(2)
-	}
-	l, err := openLocker(ctx, raw, dlock.WithTTL(ttl))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "helper:", err)
-		os.Exit(2)
-	}
-	m, err := l.NewMutex(key)
-	if err == nil {
-		err = m.Lock(ctx)
-	}
-	fmt.Fprintf(os.Stderr, "helper: Lock returned %v before the helper was killed\n", err)
-	os.Exit(2)
-}
-
-// A waiter whose process dies in the queue (SIGKILL: no dequeue, no
-// Close) holds the line for at most its TTL: the waiter behind it gets the
-// key once the dead entry has run out, and the queue is empty again.
-func TestQueueKilledWaiter(t *testing.T) {
-	eachTopology(t, func(t *testing.T, endpoint string) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		raw := withParams(t, endpoint, "prefix", testPrefix)
-		key := "queue/killed/" + randomHex(6)
-		const ttl = 2 * time.Second
-		holder, err := openLocker(ctx, raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer holder.Close()
-		hm, _ := holder.NewMutex(key)
-		if err := hm.Lock(ctx); err != nil {
-			t.Fatalf("Lock: %v", err)
-		}
-
-		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), "DLOCK_QUEUE_HELPER_URL="+raw, "DLOCK_QUEUE_HELPER_KEY="+key,
-			"DLOCK_QUEUE_HELPER_TTL="+ttl.String())
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-		waitWaiters(ctx, t, holder, key, 1)
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		_ = cmd.Wait()
-		killed := time.Now()
-
-		next, err := openLocker(ctx, raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer next.Close()
-		nm, _ := next.NewMutex(key)
-		got := make(chan error, 1)
-		go func() { got <- nm.Lock(ctx) }()
-		waitWaiters(ctx, t, holder, key, 2) // behind the dead waiter
-		// The release goes to the dead waiter first; its entry, and the
-		// lock it was handed, run out within its TTL of its last refresh.
-		if err := hm.Unlock(ctx); err != nil {
-			t.Fatalf("Unlock: %v", err)
-		}
-		select {
-		case err := <-got:
-			if err != nil {
-				t.Fatalf("Lock behind a dead waiter: %v", err)
-			}
-		case <-time.After(ttl + 5*time.Second):
-			t.Fatalf("Lock behind a waiter killed %v ago still waits; its TTL is %v", time.Since(killed).Round(time.Millisecond), ttl)
-		}
-		if d := time.Since(killed); d > ttl+2*time.Second {
-			t.Fatalf("the dead waiter held the line %v after it was killed; its TTL is %v", d.Round(time.Millisecond), ttl)
-		}
-		waitWaiters(ctx, t, holder, key, 0)
-		_ = nm.Unlock(ctx)
 	})
 }
 

@@ -133,6 +133,10 @@ type redisDriver struct {
 	// ({...}:release:inbox), on which its queued waiter is woken: a
 	// release wakes one process, not every one subscribed to the key.
 	inbox string
+	// heard says a release can tell whether a queued waiter hears of it:
+	// the waiters subscribe on the server that runs the release (see
+	// canTell), so it grants to, or wakes, only a waiter that does.
+	heard bool
 
 	bg       context.Context // background cleanups; cancelled by Close
 	bgCancel context.CancelFunc
@@ -148,7 +152,20 @@ var (
 	_ driver.Locker    = (*redisDriver)(nil)
 	_ driver.Acquirer  = (*redisDriver)(nil)
 	_ driver.Inspector = (*redisDriver)(nil)
+	_ driver.Limiter   = (*redisDriver)(nil)
 )
+
+// MaxTTL is the longest lease this backend grants: dlock.MaxTTL, 10
+// years. Redis itself goes further: PX takes int64 milliseconds, and the
+// scripts' deadlines (server time in ms plus the lease, Lua doubles that
+// a script writes with 14 significant digits) stay exact until the year
+// 5138. What binds is the client's arithmetic on a time.Duration (the
+// lease rounded up to whole milliseconds overflows near 292 years and
+// wrapped round to a 1ms lease), which dlock.MaxTTL keeps far from.
+const MaxTTL = dlock.MaxTTL
+
+// Limits reports the longest lease, MaxTTL.
+func (d *redisDriver) Limits() driver.Limits { return driver.Limits{MaxTTL: MaxTTL} }
 
 func newDriver(ctx context.Context, client goredis.UniversalClient, cfg Config, own bool) (*redisDriver, error) {
 	switch client.(type) {
@@ -182,8 +199,28 @@ func newDriver(ctx context.Context, client goredis.UniversalClient, cfg Config, 
 		cluster = nil // classic pub/sub: one connection hears every node
 	}
 	d.subs = newSubscriptions(client, cluster)
+	d.heard = canTell(client, sharded)
 	d.bg, d.bgCancel = context.WithCancel(context.Background())
 	return d, nil
+}
+
+// canTell reports whether a release script can count the subscribers of
+// a waiter's inbox channel: whether the Lockers' subscriptions are on the
+// server the script runs on. They are on a standalone server and on
+// Sentinel's primary (the failover client subscribes there; a failover
+// breaks the subscription, which is made again on the new primary), and
+// with sharded pub/sub on the master of the key's slot, unless the
+// Cluster client subscribes on replicas (ReadOnly, RouteByLatency,
+// RouteRandomly). Classic pub/sub on a Cluster reaches every node, but
+// PUBLISH counts only the receivers connected to the one it runs on.
+func canTell(client goredis.UniversalClient, sharded bool) bool {
+	switch c := client.(type) {
+	case *goredis.Client:
+		return true
+	case *goredis.ClusterClient:
+		return sharded && !c.Options().ReadOnly
+	}
+	return false
 }
 
 // newInbox returns a random inbox name (16 hex digits).
@@ -549,8 +586,9 @@ func (d *redisDriver) Release(ctx context.Context, h driver.Hold) error {
 
 func (d *redisDriver) release(ctx context.Context, st *state) error {
 	// With WaitReplicas, a waiter takes the lock itself, so that its own
-	// acquire is the write it waits on.
-	keys, args := redislua.ReleaseQueueArgs(st.names.queueKeys(), st.owner, d.publish, releaseMessage, d.cfg.WaitReplicas <= 0)
+	// acquire is the write it waits on. Where the server can tell, a
+	// waiter nobody hears (its process is gone) is skipped.
+	keys, args := redislua.ReleaseQueueArgs(st.names.queueKeys(), st.owner, d.publish, releaseMessage, d.cfg.WaitReplicas <= 0, d.heard)
 	v, err := redislua.Release.Run(ctx, d.client, keys, args...).Result()
 	if err != nil {
 		return d.mapErr(err)

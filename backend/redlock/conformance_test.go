@@ -69,8 +69,9 @@ func harness(t testing.TB) conformance.Harness {
 			}
 			return nil
 		},
-		URL: rawURL,
-		TTL: 3 * time.Second,
+		URL:    rawURL,
+		CutOff: conformance.CutOffURL(rawURL),
+		TTL:    3 * time.Second,
 		// The wake queues: Inspect counts the waiters in line.
 		Queue: true,
 	}

@@ -15,7 +15,9 @@
 //	drift=0.01      clock-drift factor: validity is TTL - TTL*drift - 2ms
 //	db=0            database number on every instance
 //
-// and dlock.Open's ttl= and autorenew=. Anything else is an
+// and dlock.Open's ttl= (at most MaxTTL, 10 years; a longer TTL is
+// refused with dlock.ErrInvalidOption when the Locker or Mutex is made)
+// and autorenew=. Anything else is an
 // ErrInvalidURL error. [New] takes N *redis.Client values the caller
 // already has (standalone or Sentinel failover clients, one per
 // independent master) and a [Config].

@@ -116,7 +116,22 @@ type Driver struct {
 	seq        uint64
 }
 
-var _ driver.Locker = (*Driver)(nil)
+var (
+	_ driver.Locker  = (*Driver)(nil)
+	_ driver.Limiter = (*Driver)(nil)
+)
+
+// MaxTTL is the longest lease this backend grants: dlock.MaxTTL, 10
+// years. Each instance would take more (PX in int64 milliseconds; the
+// scripts' deadlines, server time in ms plus the lease as Lua doubles,
+// exact until the year 5138); what binds is the client's arithmetic on a
+// time.Duration (the lease rounded up to whole milliseconds overflows near
+// 292 years, which made every Lock fail with a 1ms lease), which
+// dlock.MaxTTL keeps far from.
+const MaxTTL = dlock.MaxTTL
+
+// Limits reports the longest lease, MaxTTL.
+func (d *Driver) Limits() driver.Limits { return driver.Limits{MaxTTL: MaxTTL} }
 
 // instance is one Redis master.
 type instance struct {

@@ -103,6 +103,7 @@ func harness(t *testing.T, env string) conformance.Harness {
 			return breakLease(adm, key)
 		},
 		URL:          raw,
+		CutOff:       conformance.CutOffURL(raw),
 		TTL:          sessionTimeout,
 		MaxTTL:       sessionTimeout,
 		ExpiryGrace:  500 * time.Millisecond,

@@ -39,7 +39,7 @@ func queueAttempt(t *testing.T, c *goredis.Client, k QueueKeys, owner string, tt
 
 func queueRelease(t *testing.T, c *goredis.Client, k QueueKeys, owner string, grant bool) bool {
 	t.Helper()
-	keys, args := ReleaseQueueArgs(k, owner, Publish, "released", grant)
+	keys, args := ReleaseQueueArgs(k, owner, Publish, "released", grant, false)
 	return flag(t, Release.Run(context.Background(), c, keys, args...))
 }
 
@@ -131,7 +131,7 @@ func TestTokenRulesEveryWay(t *testing.T) {
 					t.Fatalf("counter %q; want the token %d", v, tok)
 				}
 				issued = append(issued, tok)
-				keys, args := ReleaseQueueArgs(k, owner, NoPublish, "", false)
+				keys, args := ReleaseQueueArgs(k, owner, NoPublish, "", false, false)
 				if !flag(t, Release.Run(ctx, c, keys, args...)) {
 					t.Fatal("release failed")
 				}
@@ -144,7 +144,7 @@ func TestTokenRulesEveryWay(t *testing.T) {
 			if tok <= issued[len(issued)-1] {
 				t.Fatalf("token %d after the counter went back; issued %v", tok, issued)
 			}
-			keys, args := ReleaseQueueArgs(k, strings.Repeat("a", 32), NoPublish, "", false)
+			keys, args := ReleaseQueueArgs(k, strings.Repeat("a", 32), NoPublish, "", false, false)
 			_ = Release.Run(ctx, c, keys, args...).Err()
 			// Ahead of the clock: one more.
 			now, err := c.Time(ctx).Result()
@@ -305,6 +305,147 @@ func TestGrantSetsAWholeLease(t *testing.T) {
 	// The entry would have run out in lease-pause; the lock lasts a lease.
 	if pttl := c.PTTL(ctx, k.Lock).Val(); pttl <= lease-pause/2 || pttl > lease {
 		t.Fatalf("granted lock's PTTL %v; want a whole lease (%v) from the grant", pttl, lease)
+	}
+}
+
+// heardQueue sets the lock to "h" and queues members in a list, in order,
+// each with a live entry (inbox "inbox" + member) of a minute's lease; the
+// members in listening are subscribed to their inboxes, the others have
+// nobody listening (their processes are gone). The subscription is
+// returned, closed when the test ends.
+func heardQueue(t *testing.T, c *goredis.Client, members, listening []string) (QueueKeys, *goredis.PubSub) {
+	t.Helper()
+	ctx := context.Background()
+	k := queueKeys(t, c)
+	if r := queueAttempt(t, c, k, "h", time.Minute, true); !r.Acquired {
+		t.Fatal("first attempt refused on a free key")
+	}
+	for _, m := range members {
+		if r := queueAttempt(t, c, k, m, time.Minute, true); r.Acquired {
+			t.Fatalf("%s acquired a held lock", m)
+		}
+	}
+	var channels []string
+	for _, m := range listening {
+		channels = append(channels, InboxChannel(k.Channel, "inbox"+m))
+	}
+	ps := c.Subscribe(ctx, channels...)
+	t.Cleanup(func() { _ = ps.Close() })
+	for range channels {
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return k, ps
+}
+
+// receive returns the next message of ps, failing the test when none
+// comes within 10 s (a message published elsewhere never comes).
+func receive(t *testing.T, ps *goredis.PubSub) *goredis.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	msg, err := ps.ReceiveMessage(ctx)
+	if err != nil {
+		t.Fatalf("no message on the waiter's inbox: %v", err)
+	}
+	return msg
+}
+
+// GRANT with HEARD hands the lock only to a waiter that hears of it: the
+// first two in line have nobody on their inboxes (their processes are
+// gone), so they are dropped, and the third gets the lock, told by the
+// usual grant; the spent tokens stay spent. Without HEARD the grant goes
+// to the first, whoever listens.
+func TestHeardGrantSkipsWaitersNobodyHears(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	gone1, gone2, live := strings.Repeat("a", 32), strings.Repeat("b", 32), strings.Repeat("c", 32)
+	k, ps := heardQueue(t, c, []string{gone1, gone2, live}, []string{live})
+	before, err := c.Get(ctx, k.Fence).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, args := ReleaseQueueArgs(k, "h", Publish, "released", true, true)
+	if !flag(t, Release.Run(ctx, c, keys, args...)) {
+		t.Fatal("release by the holder failed")
+	}
+	if v := c.Get(ctx, k.Lock).Val(); v != live {
+		t.Fatalf("lock is %q; want it handed to the waiter that hears (%s)", v, live)
+	}
+	msg := receive(t, ps)
+	parts := strings.Split(msg.Payload, ":")
+	if len(parts) != 4 || parts[0] != live || parts[3] != "a"+live[:1] {
+		t.Fatalf("grant %q; want %s:token:elapsed:a%s", msg.Payload, live, live[:1])
+	}
+	if v := c.Get(ctx, k.Meta).Val(); v != live+"\nmeta of "+live {
+		t.Fatalf("hold description %q; want the live waiter's", v)
+	}
+	tok, err := strconv.ParseUint(parts[1], 10, 64)
+	if err != nil || tok <= before {
+		t.Fatalf("granted token %q; want above the holder's %d", parts[1], before)
+	}
+	if v := c.Get(ctx, k.Fence).Val(); v != parts[1] {
+		t.Fatalf("counter %q; want the granted token %s", v, parts[1])
+	}
+	if n := c.LLen(ctx, k.Queue).Val() + c.HLen(ctx, k.Deadlines).Val(); n != 0 {
+		t.Fatalf("%d queue members or entries left; want the gone ones dropped and the live one out of line", n)
+	}
+
+	// Without HEARD, the first in line is granted the lock though nobody
+	// hears it.
+	k2, _ := heardQueue(t, c, []string{gone1, live}, []string{live})
+	keys, args = ReleaseQueueArgs(k2, "h", Publish, "released", true, false)
+	if !flag(t, Release.Run(ctx, c, keys, args...)) {
+		t.Fatal("release by the holder failed")
+	}
+	if v := c.Get(ctx, k2.Lock).Val(); v != gone1 {
+		t.Fatalf("lock is %q without HEARD; want the first in line, %s", v, gone1)
+	}
+}
+
+// With HEARD and nobody hearing, the lock is left free and the queue
+// empty: the next attempt takes it at once.
+func TestHeardGrantToNobodyFreesTheLock(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	gone1, gone2 := strings.Repeat("a", 32), strings.Repeat("b", 32)
+	k, _ := heardQueue(t, c, []string{gone1, gone2}, nil)
+	keys, args := ReleaseQueueArgs(k, "h", Publish, "released", true, true)
+	if !flag(t, Release.Run(ctx, c, keys, args...)) {
+		t.Fatal("release by the holder failed")
+	}
+	if n := c.Exists(ctx, k.Lock, k.Queue, k.Deadlines).Val(); n != 0 {
+		t.Fatalf("lock %q and %d queue entries left; want the lock free and the queue empty",
+			c.Get(ctx, k.Lock).Val(), c.HLen(ctx, k.Deadlines).Val())
+	}
+	if r := queueAttempt(t, c, k, "n", time.Minute, false); !r.Acquired {
+		t.Fatal("an attempt after the release was refused")
+	}
+}
+
+// A wake (no grant) with HEARD goes to the first waiter that hears it,
+// dropping the ones nobody hears; the lock is left free for it.
+func TestHeardWakeSkipsWaitersNobodyHears(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	gone, live, next := strings.Repeat("a", 32), strings.Repeat("b", 32), strings.Repeat("c", 32)
+	k, ps := heardQueue(t, c, []string{gone, live, next}, []string{live, next})
+	keys, args := ReleaseQueueArgs(k, "h", Publish, "released", false, true)
+	if !flag(t, Release.Run(ctx, c, keys, args...)) {
+		t.Fatal("release by the holder failed")
+	}
+	if n := c.Exists(ctx, k.Lock).Val(); n != 0 {
+		t.Fatalf("lock %q after a wake; want it free", c.Get(ctx, k.Lock).Val())
+	}
+	if q := c.LRange(ctx, k.Queue, 0, -1).Val(); strings.Join(q, ",") != live+","+next {
+		t.Fatalf("queue %v; want the gone waiter dropped, the others in line", q)
+	}
+	if msg := receive(t, ps); msg.Payload != live || msg.Channel != InboxChannel(k.Channel, "inbox"+live) {
+		t.Fatalf("woke %q on %s; want %s on its inbox", msg.Payload, msg.Channel, live)
+	}
+	if r := queueAttempt(t, c, k, live, time.Minute, true); !r.Acquired {
+		t.Fatal("the woken waiter was refused the free lock")
 	}
 }
 

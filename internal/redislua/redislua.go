@@ -128,14 +128,28 @@ const Grant = "GRANT"
 // ReleaseQueueArgs returns Release's keys and arguments for a lock with a
 // queue: the owner's queue entry is removed too, and the first live waiter
 // (or, with nobody queued, message) is announced with publish; with grant,
-// the lock is handed to that waiter and the message is "owner:token".
-func ReleaseQueueArgs(k QueueKeys, owner, publish, message string, grant bool) ([]string, []any) {
-	mode := ""
+// the lock is handed to that waiter and the message is
+// "owner:token:elapsed:attempt". With heard (and publish), only a waiter
+// that hears the announcement is granted the lock or woken: one whose
+// inbox has no subscriber on this server is dropped from the queue (a
+// grant to it undone) and the next live one is tried. heard is for
+// waiters that subscribe on the server that runs the script (standalone,
+// Sentinel's primary, a Cluster slot's master with sharded pub/sub), where
+// PUBLISH's count of receivers says whether the waiter can hear.
+func ReleaseQueueArgs(k QueueKeys, owner, publish, message string, grant, heard bool) ([]string, []any) {
+	mode, only := "", ""
 	if grant {
 		mode = Grant
 	}
-	return []string{k.Lock, k.Channel, k.Queue, k.Deadlines, k.Fence, k.Meta}, []any{owner, publish, message, mode}
+	if heard {
+		only = Heard
+	}
+	return []string{k.Lock, k.Channel, k.Queue, k.Deadlines, k.Fence, k.Meta}, []any{owner, publish, message, mode, "", "", only}
 }
+
+// Heard is Release's ARGV[7] that grants (or wakes) only a waiter that
+// hears of it, as Handoff does, with Grant's messages.
+const Heard = "HEARD"
 
 // Handoff is Release's ARGV[4] that grants a freed lock, as Grant does, to
 // the first live waiter whose inbox has a subscriber on this server: a

@@ -32,6 +32,16 @@
 --          (decimal, or ''), which the token is raised to when it is below:
 --          a releaser that sends every server of a Redlock the same floor,
 --          above their clocks, has them grant the same token
+-- ARGV[7]  optional, with GRANT or '': 'HEARD' to grant to (or wake) only a
+--          waiter that hears of it, as HANDOFF does, for waiters whose
+--          inbox subscriptions are on this server: a waiter with an inbox
+--          that nobody is subscribed to (PUBLISH or SPUBLISH counts no
+--          receiver: its process is gone, or its connection is being
+--          remade) is dropped from the queue, a grant to it undone (the
+--          token stays spent), and the next live waiter is tried, so the
+--          lock goes to a waiter that hears or is left free. Messages are
+--          GRANT's (the owner alone for a wake). Only with an announcement
+--          (ARGV[2]); an entry without an inbox is not asked
 --
 -- Replies 1 when the lock was released, 0 when it was not the owner's (it
 -- expired, or it is someone else's now): then the lock is not changed. A
@@ -132,6 +142,8 @@ if head and ARGV[4] == 'HANDOFF' then
 end
 local handoff = ARGV[4] == 'HANDOFF'
 local granting = ARGV[4] == 'GRANT' or (handoff and announce)
+-- heard: only a waiter that hears of it is granted the lock or woken.
+local heard = handoff or ARGV[7] == 'HEARD'
 -- grant hands the lock to waiter h with entry e: set to h with its
 -- description and a fencing token as queue.lua makes one, for one whole
 -- lease from now; h leaves the queue. Returns the message to send h, or nil
@@ -186,12 +198,13 @@ if announce then
   while true do
     -- To the first waiter's own channel only (see queue.lua).
     local inbox = entry and string.match(entry, '^%d+:%d+:([^:]*):') or ''
-    local heard = redis.call(ARGV[2], (head and inbox ~= '') and ((KEYS[7] or KEYS[2]) .. ':' .. inbox) or KEYS[2], message)
-    if not (handoff and head and inbox ~= '' and heard == 0) then
+    local receivers = redis.call(ARGV[2], (head and inbox ~= '') and ((KEYS[7] or KEYS[2]) .. ':' .. inbox) or KEYS[2], message)
+    if not (heard and head and inbox ~= '' and receivers == 0) then
       break
     end
-    -- HANDOFF: nobody listens on that waiter's inbox, so its process is
-    -- gone. Drop it (a grant to it is undone) and try the next live one.
+    -- HANDOFF or HEARD: nobody listens on that waiter's inbox, so its
+    -- process is gone. Drop it (a grant to it is undone) and try the next
+    -- live one.
     if granted then
       redis.call('DEL', KEYS[1])
       granted = false
@@ -200,8 +213,11 @@ if announce then
       redis.call('HDEL', KEYS[4], head)
     end
     head, entry = live(first())
-    message = head and (head .. ' ' .. ARGV[1]) or ARGV[3] or ''
+    message = head or ARGV[3] or ''
     if head and handoff then
+      message = head .. ' ' .. ARGV[1]
+    end
+    if head and granting then
       handOver()
     end
   end

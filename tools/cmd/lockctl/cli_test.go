@@ -17,7 +17,7 @@ func TestHelp(t *testing.T) {
 	}{
 		{[]string{"--help"}, []string{"lockctl run", "lockctl demo", "lockctl bench", "file:///dir", "redis://", "redlock://", "etcd://", "zk://", "consul://", "postgres://", "DLOCK_URL", "75", "76"}},
 		{[]string{"help"}, []string{"lockctl run"}},
-		{[]string{"help", "run"}, []string{"Usage: lockctl run", "--wait", "--ttl", "--on-lost", "--grace", "--backend", "DLOCK_TOKEN", "DLOCK_KEY", "64", "69", "75", "76", "127"}},
+		{[]string{"help", "run"}, []string{"Usage: lockctl run", "--wait", "--ttl", "--on-lost", "--grace", "--backend", "--conflict-exit-code", "-E", "DLOCK_TOKEN", "DLOCK_KEY", "64", "69", "75", "76", "127"}},
 		{[]string{"run", "--help"}, []string{"Usage: lockctl run"}},
 		{[]string{"demo", "-h"}, []string{"Usage: lockctl demo", "--processes", "--no-lock", "--stock", "--workers"}},
 		{[]string{"bench", "--help"}, []string{"Usage: lockctl bench", "--backend", "--duration", "--html", "--json"}},
@@ -53,6 +53,12 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--wait", "-1s", "k", "--", "true"}, "negative"},
 		{[]string{"run", "--on-lost", "hup", "k", "--", "true"}, "want term or kill"},
 		{[]string{"run", "--ttl", "1ms", "--backend", "file://" + dir, "k", "--", "true"}, "TTL"},
+		// --ttl given is a TTL, as WithTTL and ?ttl= are: 0 is not "the default".
+		{[]string{"run", "--ttl", "0", "--backend", "file://" + dir, "k", "--", "true"}, "--ttl: dlock: invalid option: TTL must be positive, got 0s"},
+		{[]string{"run", "--ttl", "-1s", "--backend", "file://" + dir, "k", "--", "true"}, "--ttl: dlock: invalid option: TTL must be positive, got -1s"},
+		{[]string{"elect", "--ttl", "0", "--backend", "file://" + dir, "k", "--", "true"}, "--ttl: dlock: invalid option: TTL must be positive, got 0s"},
+		{[]string{"run", "--conflict-exit-code", "256", "k", "--", "true"}, "--conflict-exit-code 256"},
+		{[]string{"run", "-E", "-1", "k", "--", "true"}, "--conflict-exit-code -1"},
 		{[]string{"run", "--backend", "file://" + dir, "", "--", "true"}, "empty key"},
 		{[]string{"run", "--backend", "nope://x", "k", "--", "true"}, `unknown scheme "nope"`},
 		{[]string{"run", "--backend", "file://otherhost/x", "k", "--", "true"}, "host"},

@@ -16,7 +16,8 @@
 // no server). Every backend of dlock is built in.
 //
 // lockctl run exits with the command's status, or 64 (usage error), 69
-// (backend error), 75 (not acquired: --wait ran out or was 0), 76 (the lock
+// (backend error), 75 (not acquired: --wait ran out or was 0; another status
+// with --conflict-exit-code N, or -E N as flock(1) has it), 76 (the lock
 // was lost while the command ran; the command got SIGTERM, then SIGKILL
 // after --grace), 126/127 (the command could not be run), 128+N (signal N).
 // By default it waits for the lock forever, as flock(1) does.

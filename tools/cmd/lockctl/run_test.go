@@ -87,6 +87,21 @@ func TestRunWaitZero(t *testing.T) {
 		if r.code != lockctl.ExitNotAcquired {
 			t.Fatalf("--wait 300ms on a held key: exit %d; want %d\n%s", r.code, lockctl.ExitNotAcquired, r.stderr)
 		}
+		// -E (--conflict-exit-code) sets the status of such a skip, as
+		// flock -E does: 0 lets cron count it a success. The command
+		// does not run.
+		ran := filepath.Join(t.TempDir(), "ran")
+		r = runLockctl(t, 30*time.Second, "run", "--backend", url, "-n", "-E", "0", key, "--", "touch", ran)
+		if r.code != 0 || !strings.Contains(r.stderr, "held by another owner") {
+			t.Fatalf("-n -E 0 on a held key: exit %d; want 0 saying it is held\n%s", r.code, r.stderr)
+		}
+		r = runLockctl(t, 30*time.Second, "run", "--backend", url, "--wait", "300ms", "--conflict-exit-code", "3", key, "--", "touch", ran)
+		if r.code != 3 {
+			t.Fatalf("--wait 300ms --conflict-exit-code 3 on a held key: exit %d; want 3\n%s", r.code, r.stderr)
+		}
+		if _, err := os.Stat(ran); err == nil {
+			t.Fatal("the command ran without the lock")
+		}
 
 		// SIGTERM to lockctl is forwarded: sleep dies of it, and lockctl
 		// exits as its command did, after releasing the lock.
@@ -97,9 +112,9 @@ func TestRunWaitZero(t *testing.T) {
 		if hr.code != 128+int(syscall.SIGTERM) {
 			t.Fatalf("holder after SIGTERM: exit %d; want %d (the forwarded signal)\n%s", hr.code, 128+int(syscall.SIGTERM), hr.stderr)
 		}
-		r = runLockctl(t, 30*time.Second, "run", "--backend", url, "--wait", "0", key, "--", "true")
-		if r.code != 0 {
-			t.Fatalf("--wait 0 after the holder ended: exit %d; want 0 (released)\n%s", r.code, r.stderr)
+		r = runLockctl(t, 30*time.Second, "run", "--backend", url, "--wait", "0", "-E", "0", key, "--", "sh", "-c", "exit 7")
+		if r.code != 7 {
+			t.Fatalf("--wait 0 -E 0 after the holder ended: exit %d; want 7, the command's (released)\n%s", r.code, r.stderr)
 		}
 	})
 }

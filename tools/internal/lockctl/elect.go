@@ -64,7 +64,7 @@ func parseElect(args []string, sys IO) (electConfig, int, bool) {
 	cfg := electConfig{runConfig: runConfig{grace: -1, elect: true}}
 	fs := newFlags("elect", electHelp, sys)
 	fs.StringVar(&cfg.url, "backend", "", "backend `URL` (default $DLOCK_URL, else file://)")
-	fs.DurationVar(&cfg.ttl, "ttl", 0, "leadership lease `length`; renewed every TTL/3 while COMMAND runs (default: the URL's ttl=, else 30s)")
+	fs.DurationVar(&cfg.ttl, "ttl", 0, "leadership lease `length`, above 0; renewed every TTL/3 while COMMAND runs (default: the URL's ttl=, else 30s)")
 	fs.StringVar(&cfg.value, "value", "", "what this candidate is known by while it leads (default host=... pid=... prog=lockctl)")
 	wait := waitValue{d: -1}
 	fs.Var(&wait, "wait", "how long to campaign: a `duration`, or forever")
@@ -75,7 +75,7 @@ func parseElect(args []string, sys IO) (electConfig, int, bool) {
 	if code, ok := parseFlags(fs, args, sys); !ok {
 		return cfg, code, false
 	}
-	cfg.wait, cfg.grace = wait.d, grace.d
+	cfg.wait, cfg.grace, cfg.ttlSet = wait.d, grace.d, flagGiven(fs, "ttl")
 	if cfg.wait == 0 {
 		return cfg, usageError(sys.Stderr, "elect: --wait 0: a campaign waits; give a duration or forever"), false
 	}

@@ -99,6 +99,13 @@ func longFlags(msg string) string {
 	return msg
 }
 
+// flagGiven reports whether the flag name was on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
 // waitValue is --wait: a duration, or "forever".
 type waitValue struct{ d time.Duration } // d < 0: forever
 

@@ -52,7 +52,8 @@ Exit status of lockctl run and elect: the command's own (128+N if it died of sig
 or one of lockctl's own codes:
   64  usage error: bad flag, key, TTL or URL
   69  backend error: the backend could not be reached or failed
-  75  not acquired: the lock is held elsewhere and --wait ran out (or was 0)
+  75  not acquired: the lock is held elsewhere and --wait ran out (or was 0);
+      lockctl run --conflict-exit-code N (-E N) exits N instead
   76  lock lost while the command ran (the command was signalled)
   126 the command could not be executed; 127 it was not found
 lockctl demo and bench exit 0, or 64 (usage) or 69 (backend error).

@@ -24,6 +24,7 @@ and COMMAND runs while holding one: at most N at a time across hosts
 holder exits 64).
 
   lockctl run --wait 0 nightly-report -- ./report.sh        # skip if running elsewhere
+  lockctl run -n -E 0 nightly-report -- ./report.sh         # the same, and a skip exits 0 (cron)
   lockctl run --backend etcd://10.0.0.1:2379 db-migrate -- make migrate
   lockctl run --metrics nightly-report -- ./report.sh       # wait, hold and renewal figures at exit
   lockctl run --permits 3 transcode -- ./transcode.sh       # at most 3 at a time
@@ -47,6 +48,7 @@ status (128+N if it died of signal N), except:
   64  usage error (bad flag, key, TTL or URL)
   69  backend error (unreachable or failing backend)
   75  not acquired: KEY is held elsewhere and --wait ran out, or was 0
+      (--conflict-exit-code N, or -E N as in flock(1), exits N instead)
   76  the lock was lost while COMMAND ran (whatever COMMAND's status)
   126 COMMAND could not be executed, 127 COMMAND was not found
   128+N lockctl was interrupted by signal N while waiting for the lock
@@ -58,15 +60,19 @@ The backend is --backend, else $DLOCK_URL, else file:// (one host, no server).
 type runConfig struct {
 	url     string
 	key     string
-	ttl     time.Duration // 0: the backend URL's default
+	ttl     time.Duration // unless ttlSet, 0: the backend URL's default
+	ttlSet  bool          // --ttl was given (0 or less is then an error)
 	wait    time.Duration // < 0: forever
 	onLost  syscall.Signal
 	grace   time.Duration // < 0: TTL/20
 	verbose bool
 	metrics bool
 	permits int // > 0: hold one permit of a semaphore of that many
-	argv    []string
-	elect   bool // lockctl elect: the key is an election's name
+	// conflictExit is the exit status when KEY is held elsewhere (--wait
+	// ran out or was 0): ExitNotAcquired unless --conflict-exit-code.
+	conflictExit int
+	argv         []string
+	elect        bool // lockctl elect: the key is an election's name
 }
 
 // noun names what lockctl holds, in messages.
@@ -86,13 +92,15 @@ func runMain(ctx context.Context, args []string, sys IO) int {
 }
 
 func parseRun(args []string, sys IO) (runConfig, int, bool) {
-	cfg := runConfig{grace: -1}
+	cfg := runConfig{grace: -1, conflictExit: ExitNotAcquired}
 	fs := newFlags("run", runHelp, sys)
 	fs.StringVar(&cfg.url, "backend", "", "backend `URL` (default $DLOCK_URL, else file://)")
-	fs.DurationVar(&cfg.ttl, "ttl", 0, "lease `length`; renewed every TTL/3 while COMMAND runs (default: the URL's ttl=, else 30s)")
+	fs.DurationVar(&cfg.ttl, "ttl", 0, "lease `length`, above 0; renewed every TTL/3 while COMMAND runs (default: the URL's ttl=, else 30s)")
 	wait := waitValue{d: -1}
 	fs.Var(&wait, "wait", "how long to wait for the lock: a `duration`, 0 to fail at once, or forever")
 	nonblock := fs.Bool("n", false, "same as --wait 0")
+	fs.IntVar(&cfg.conflictExit, "conflict-exit-code", ExitNotAcquired, "exit `status` (0 to 255) when KEY is held elsewhere and --wait ran out or was 0; 0 counts a skip as success")
+	fs.IntVar(&cfg.conflictExit, "E", ExitNotAcquired, "same as --conflict-exit-code `status`, as flock(1) spells it")
 	onLost := fs.String("on-lost", "term", "what COMMAND gets when the lock is lost: `term` (SIGTERM, SIGKILL after --grace) or kill")
 	grace := graceValue{d: -1}
 	fs.Var(&grace, "grace", "with --on-lost term, `time` between SIGTERM and SIGKILL")
@@ -102,9 +110,12 @@ func parseRun(args []string, sys IO) (runConfig, int, bool) {
 	if code, ok := parseFlags(fs, args, sys); !ok {
 		return cfg, code, false
 	}
-	cfg.wait, cfg.grace = wait.d, grace.d
+	cfg.wait, cfg.grace, cfg.ttlSet = wait.d, grace.d, flagGiven(fs, "ttl")
 	if *nonblock {
 		cfg.wait = 0
+	}
+	if cfg.conflictExit < 0 || cfg.conflictExit > 255 {
+		return cfg, usageError(sys.Stderr, "run: --conflict-exit-code %d: want an exit status from 0 to 255", cfg.conflictExit), false
 	}
 	if cfg.permits < 0 || (cfg.permits == 0 && permitsSet(fs)) {
 		return cfg, usageError(sys.Stderr, "run: --permits %d: want at least 1", cfg.permits), false
@@ -127,8 +138,10 @@ func parseHoldArgs(cfg *runConfig, cmd, noun, onLost string, rest []string, sys 
 	default:
 		return usageError(sys.Stderr, "%s: --on-lost %q: want term or kill", cmd, onLost), false
 	}
-	if cfg.ttl < 0 {
-		return usageError(sys.Stderr, "%s: --ttl %v: want a positive duration", cmd, cfg.ttl), false
+	// One rule with dlock.WithTTL and a URL's ttl=: a TTL given must be
+	// positive; only leaving --ttl out means the URL's default.
+	if cfg.ttlSet && cfg.ttl <= 0 {
+		return usageError(sys.Stderr, "%s: --ttl: %v", cmd, fmt.Errorf("%w: TTL must be positive, got %v", dlock.ErrInvalidOption, cfg.ttl)), false
 	}
 	synopsis := fmt.Sprintf("lockctl %s [flags] %s -- COMMAND [ARGS...]", cmd, noun)
 	if len(rest) == 0 {
@@ -222,10 +235,10 @@ func acquire(ctx context.Context, m holder, cfg runConfig, sigs <-chan os.Signal
 		return 0, true
 	case errors.Is(err, dlock.ErrNotAcquired) && cfg.wait > 0:
 		fmt.Fprintf(sys.Stderr, "lockctl: %q still held by another owner after waiting %v\n", cfg.key, cfg.wait)
-		return ExitNotAcquired, false
+		return cfg.conflictExit, false
 	case errors.Is(err, dlock.ErrNotAcquired):
 		fmt.Fprintf(sys.Stderr, "lockctl: %q is held by another owner\n", cfg.key)
-		return ExitNotAcquired, false
+		return cfg.conflictExit, false
 	case errors.Is(err, dlock.ErrInvalidOption) && cfg.permits > 0:
 		code := fail(sys.Stderr, err)
 		fmt.Fprintf(sys.Stderr, "lockctl: to change the number of permits, stop every client of the old number, then run \"lockctl break --permits OLD %s\"\n", shellQuote(cfg.key))

@@ -35,6 +35,15 @@ func TestParseRun(t *testing.T) {
 	if !ok || cfg.url != "file://" || cfg.wait >= 0 || cfg.onLost != syscall.SIGTERM || cfg.grace >= 0 || cfg.argv[0] != "true" {
 		t.Fatalf("defaults: %+v", cfg)
 	}
+	if cfg.conflictExit != ExitNotAcquired || cfg.ttlSet || cfg.ttl != 0 {
+		t.Fatalf("defaults: conflict exit %d, TTL %v given %v; want %d and the URL's TTL", cfg.conflictExit, cfg.ttl, cfg.ttlSet, ExitNotAcquired)
+	}
+	for _, args := range [][]string{{"-E", "0"}, {"--conflict-exit-code=0"}, {"-n", "-E=0"}} {
+		cfg, _, ok = parseRun(append(args, "job", "--", "true"), sys)
+		if !ok || cfg.conflictExit != 0 {
+			t.Errorf("%q: conflict exit %d, ok %v; want 0", args, cfg.conflictExit, ok)
+		}
+	}
 	for args, wait := range map[string]time.Duration{"-n": 0, "--wait=0": 0, "--wait=5": 5 * time.Second, "--wait=forever": -1} {
 		cfg, _, ok = parseRun([]string{args, "job", "--", "true"}, sys)
 		if !ok || cfg.wait != wait {
