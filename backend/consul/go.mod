@@ -4,7 +4,7 @@ go 1.24.0
 
 require github.com/hashicorp/consul/api v1.18.0
 
-require github.com/dlock-go/dlock v0.0.0-00010101000000-000000000000
+require github.com/dlock-go/dlock v0.1.0
 
 require (
 	github.com/armon/go-metrics v0.0.0-20180917152333-f0300d1749da // indirect
@@ -21,7 +21,3 @@ require (
 	github.com/mitchellh/mapstructure v1.4.1 // indirect
 	golang.org/x/sys v0.41.0 // indirect
 )
-
-// Development: the root module from this checkout. Replace directives
-// apply only when this module is the main module, so users never see it.
-replace github.com/dlock-go/dlock => ../..

@@ -9,7 +9,7 @@ require (
 	google.golang.org/grpc v1.71.1
 )
 
-require github.com/dlock-go/dlock v0.0.0-00010101000000-000000000000
+require github.com/dlock-go/dlock v0.1.0
 
 require (
 	github.com/coreos/go-semver v0.3.1 // indirect
@@ -26,7 +26,3 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20250303144028-a0af3efb3deb // indirect
 	google.golang.org/protobuf v1.36.5 // indirect
 )
-
-// Development: the root module from this checkout. Replace directives
-// apply only when this module is the main module, so users never see it.
-replace github.com/dlock-go/dlock => ../..
