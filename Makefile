@@ -17,7 +17,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 # `make up TOPOLOGIES="redis etcd3"` starts only those.
 TOPOLOGIES ?=
 
-.PHONY: all deps dlockenv up down status env test bench bench-peers faults faults-ci lint tidy tidy-check compose \
+.PHONY: all deps dlockenv up down status env test bench bench-peers faults faults-ci lint tidy tidy-check no-replace release-check compose \
 	start stop kill pause resume
 
 all: lint test
@@ -93,17 +93,33 @@ lint:
 		$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$(STATICCHECK) -tags faults $(PKGS)
 
-# go mod tidy in every module (each on its own, as a user's build sees it:
-# replace directives, not the workspace). tidy-check fails if one is not
-# tidy; CI runs it.
+# go mod tidy in every module, each on its own as a user's build sees it
+# (GOWORK=off, no replace): the repository's own modules come from a local
+# module proxy built from the working tree, at the versions the go.mod
+# files require (tools/cmd/release; CONTRIBUTING.md, Modules). tidy also
+# keeps go.work's replace list in step; tidy-check fails if a module is not
+# tidy or a go.mod has a replace directive; CI runs it.
+RELEASE := $(GO) run ./tools/cmd/release
 tidy:
-	@for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy) || exit 1; done
+	$(RELEASE) tidy
 
-tidy-check:
-	@for m in $(MODULES); do \
-		if ! out=$$(cd $$m && GOWORK=off $(GO) mod tidy -diff 2>&1); then \
-			echo "go mod tidy would change $$m:"; echo "$$out"; exit 1; fi; \
-	done; echo "tidy-check: every module is tidy"
+tidy-check: no-replace
+	$(RELEASE) tidy -check
+
+# No go.mod may have a replace directive: go install pkg@version refuses a
+# module that has one, and a user's build would ignore it anyway.
+no-replace:
+	$(RELEASE) replaces
+
+# What a release of version RELEASE_VERSION would publish: every module
+# requiring its siblings at that version builds and vets on its own
+# (GOWORK=off), and go install .../tools/cmd/lockctl@RELEASE_VERSION works,
+# all against a local module proxy of the working tree. Changes nothing;
+# `go run ./tools/cmd/release check -version vX.Y.Z -write` also writes the
+# go.mod files and go.work for the release commit.
+RELEASE_VERSION ?= v0.1.0
+release-check: no-replace
+	$(RELEASE) check -version $(RELEASE_VERSION)
 
 # Regenerate compose/ from internal/topology.
 compose:

@@ -3,7 +3,7 @@ module github.com/dlock-go/dlock/otel
 go 1.24.0
 
 require (
-	github.com/dlock-go/dlock v0.0.0-00010101000000-000000000000
+	github.com/dlock-go/dlock v0.1.0
 	go.opentelemetry.io/otel v1.40.0
 	go.opentelemetry.io/otel/metric v1.40.0
 	go.opentelemetry.io/otel/sdk v1.40.0
@@ -19,7 +19,3 @@ require (
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	golang.org/x/sys v0.41.0 // indirect
 )
-
-// Development: the root module from this checkout. Replace directives
-// apply only when this module is the main module, so users never see it.
-replace github.com/dlock-go/dlock => ../

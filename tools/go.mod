@@ -77,27 +77,16 @@ require (
 
 require (
 	github.com/bsm/redislock v0.9.4
-	github.com/dlock-go/dlock v0.0.0-00010101000000-000000000000
-	github.com/dlock-go/dlock/backend/consul v0.0.0-00010101000000-000000000000
-	github.com/dlock-go/dlock/backend/etcd v0.0.0-00010101000000-000000000000
-	github.com/dlock-go/dlock/backend/postgres v0.0.0-00010101000000-000000000000
-	github.com/dlock-go/dlock/backend/zookeeper v0.0.0-00010101000000-000000000000
-	github.com/dlock-go/dlock/otel v0.0.0-00010101000000-000000000000
+	github.com/dlock-go/dlock v0.1.0
+	github.com/dlock-go/dlock/backend/consul v0.1.0
+	github.com/dlock-go/dlock/backend/etcd v0.1.0
+	github.com/dlock-go/dlock/backend/postgres v0.1.0
+	github.com/dlock-go/dlock/backend/zookeeper v0.1.0
+	github.com/dlock-go/dlock/otel v0.1.0
 	github.com/go-redsync/redsync/v4 v4.15.0
 	go.opentelemetry.io/otel v1.40.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.62.0
 	go.opentelemetry.io/otel/sdk v1.40.0
 	go.opentelemetry.io/otel/sdk/metric v1.40.0
+	golang.org/x/mod v0.32.0
 )
-
-// Development: the library modules from this checkout. This module is not a
-// library; nothing imports it.
-replace (
-	github.com/dlock-go/dlock => ../
-	github.com/dlock-go/dlock/backend/consul => ../backend/consul
-	github.com/dlock-go/dlock/backend/etcd => ../backend/etcd
-	github.com/dlock-go/dlock/backend/postgres => ../backend/postgres
-	github.com/dlock-go/dlock/backend/zookeeper => ../backend/zookeeper
-)
-
-replace github.com/dlock-go/dlock/otel => ../otel
