@@ -3,7 +3,6 @@ package conformance
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -149,6 +148,6 @@ func (s *suite) panicThenClose(t *testing.T) {
 		t.Fatalf("TryLock after Close: %v; want the key released by Close", err)
 	}
 	if err := other.Unlock(ctx); err != nil {
-		t.Fatal(fmt.Errorf("Unlock: %w", err))
+		t.Fatalf("Unlock: %v", err)
 	}
 }
