@@ -72,12 +72,15 @@ func (s *suite) lossCutOff(t *testing.T) {
 					return
 				}
 				m, err := l.NewMutex(s.key(t, strconv.Itoa(i)), dlock.WithTTL(holdTTL(i)))
-				for try := 0; err == nil; try++ {
+				if err == nil {
 					// Through the proxies, on a loaded machine, a quorum
 					// backend's short per-server timeout may pass before
 					// the cut: the cut is what is under test.
-					if err = m.Lock(ctx); err == nil || !errors.Is(err, dlock.ErrUnavailable) || try == 5 {
-						break
+					for try := 0; ; try++ {
+						err = m.Lock(ctx)
+						if err == nil || !errors.Is(err, dlock.ErrUnavailable) || try == 5 {
+							break
+						}
 					}
 				}
 				if err != nil {
