@@ -34,7 +34,7 @@ func TestCloseRaceStress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var ms []dlock.Mutex
+		var ms []*dlock.Mutex
 		var wg sync.WaitGroup
 		errs := make([]error, 4)
 		for i := range errs {
@@ -132,7 +132,7 @@ func (g *gated) Close() error {
 }
 
 // waitClosing waits until Close has begun on l (NewMutex says ErrClosed).
-func waitClosing(t *testing.T, l dlock.Locker) {
+func waitClosing(t *testing.T, l *dlock.Locker) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

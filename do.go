@@ -6,9 +6,11 @@ import (
 	"time"
 )
 
-// Do locks m, runs fn, and unlocks.
+// Do locks l, runs fn, and unlocks: a Mutex, a MultiMutex, a Semaphore
+// permit, or an Election's term (a leader's work loop runs for as long as
+// the term lasts).
 //
-// The context given to fn ends, with context.Cause equal to m.Err() (an
+// The context given to fn ends, with context.Cause equal to l.Err() (an
 // error matching ErrLockLost and the kind of loss), as soon as the hold is
 // lost: before its lease can expire on the server when renewals fail, at
 // once when the backend reports the loss. It also reads the monotonic clock
@@ -18,7 +20,7 @@ import (
 // pause). Its Deadline is the hold's current Lease().Expires, or ctx's
 // deadline if earlier; it moves forward when the lease is renewed. Contexts
 // derived from it learn of the end when the loss is declared, which can be
-// late after a pause: check the context Do gave you, or m.Lease().Valid(),
+// late after a pause: check the context Do gave you, or l.Lease().Valid(),
 // immediately before acting. Its Value chain is ctx's.
 //
 // Do returns fn's error joined with any error from Unlock; if the lock was
@@ -28,17 +30,17 @@ import (
 //
 // Unlock runs even if ctx has ended by then, with a context of its own
 // bounded by the lease TTL.
-func Do(ctx context.Context, m Mutex, fn func(ctx context.Context) error) (err error) {
-	if err := m.Lock(ctx); err != nil {
+func Do(ctx context.Context, l Lockable, fn func(ctx context.Context) error) (err error) {
+	if err := l.Lock(ctx); err != nil {
 		return err
 	}
-	ttl := m.Lease().TTL
-	hctx := newHoldContext(ctx, m)
+	ttl := l.Lease().TTL
+	hctx := newHoldContext(ctx, l)
 	unlock := func() error {
 		hctx.stop()
 		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), max(ttl, time.Second))
 		defer ucancel()
-		return m.Unlock(uctx)
+		return l.Unlock(uctx)
 	}
 	returned := false
 	defer func() {
@@ -60,14 +62,14 @@ func Do(ctx context.Context, m Mutex, fn func(ctx context.Context) error) (err e
 type holdContext struct {
 	context.Context // a WithCancelCause child of the caller's ctx
 	cancel          context.CancelCauseFunc
-	m               Mutex
+	h               Hold
 	stopWatch       chan struct{}
 }
 
-func newHoldContext(ctx context.Context, m Mutex) *holdContext {
+func newHoldContext(ctx context.Context, h Hold) *holdContext {
 	cctx, cancel := context.WithCancelCause(ctx)
-	c := &holdContext{Context: cctx, cancel: cancel, m: m, stopWatch: make(chan struct{})}
-	done := m.Done()
+	c := &holdContext{Context: cctx, cancel: cancel, h: h, stopWatch: make(chan struct{})}
+	done := h.Done()
 	go func() {
 		select {
 		case <-done:
@@ -78,9 +80,9 @@ func newHoldContext(ctx context.Context, m Mutex) *holdContext {
 	return c
 }
 
-// cause is why the hold ended (ErrLockLost when the Mutex cannot say).
+// cause is why the hold ended (ErrLockLost when the hold cannot say).
 func (c *holdContext) cause() error {
-	if err := c.m.Err(); err != nil {
+	if err := c.h.Err(); err != nil {
 		return err
 	}
 	return ErrLockLost
@@ -91,7 +93,7 @@ func (c *holdContext) check() {
 	if c.Context.Err() != nil {
 		return
 	}
-	if !c.m.Lease().Valid() { // Lease reads the clock and declares a loss
+	if !c.h.Lease().Valid() { // Lease reads the clock and declares a loss
 		c.cancel(c.cause())
 	}
 }
@@ -119,7 +121,7 @@ func (c *holdContext) Value(key any) any {
 
 func (c *holdContext) Deadline() (time.Time, bool) {
 	d, ok := c.Context.Deadline()
-	if exp := c.m.Lease().Expires; !exp.IsZero() && (!ok || exp.Before(d)) {
+	if exp := c.h.Lease().Expires; !exp.IsZero() && (!ok || exp.Before(d)) {
 		return exp, true
 	}
 	return d, ok

@@ -20,140 +20,64 @@ const announcePrefix = "dlock-election-announce/"
 // Leader is a leader of an election, as observers and Election.Leader see
 // it: the value it campaigned with and its term.
 type Leader struct {
-	// Value is what the leader passed to Campaign.
+	// Value is what the leader campaigned with (Campaign's value, or the
+	// Election's WithOwner for Lock).
 	Value string
-	// Term is the leader's fencing token: strictly greater for every new
-	// leader of the election, on every backend. It is the token of the
-	// Mutex the leader holds on the election's name.
-	Term Token
+	// Token is the leader's term, its fencing token: strictly greater for
+	// every new leader of the election, on every backend. It is the token
+	// of the Mutex the leader holds on the election's name.
+	Token Token
 }
 
 // Election is leader election on one name, with fenced terms, over any
-// backend. Make one per candidate (or observer) with NewElection.
+// backend. Make one per candidate (or observer) with Locker.NewElection.
 //
-// # How it works
+// An Election is a Mutex on the key name: Lock (or Campaign, with a value
+// of its own) is that Mutex's Lock with the candidate's value as the owner
+// description, so the leader's term is the hold's fencing token (Token),
+// its loss signal is Done, and Unlock resigns. A leader's work runs for as
+// long as the term lasts with Do:
 //
-// An Election is a Mutex on the key name, and on the server nothing more
-// than that lock and, for one TTL after each Campaign, the announcement
-// of its leader:
+//	err := dlock.Do(ctx, election, func(ctx context.Context) error {
+//		// ctx ends when leadership is lost; write with election.Token().
+//		return lead(ctx)
+//	})
 //
-//   - Campaign is that Mutex's Lock, with WithOwner(value), so the leader's
-//     value is the hold's metadata and its term is the hold's fencing token.
-//     Candidates wait exactly as Lock waits on that backend (see the table
-//     below), never by polling. Once it holds the key, Campaign announces
-//     itself: it takes "dlock-election-leader/"+name with "TERM VALUE" as
-//     the owner description (replacing, with Locker.Break, an older
-//     leader's announcement), a hold nobody renews, given back after one
-//     TTL; then it locks and unlocks a third key,
-//     "dlock-election-announce/"+name, once: its release is the
-//     notification observers wait for, since an acquire publishes nothing
-//     on most stores. Campaign returns when all are done.
-//   - Resign is Unlock. Leadership's loss signal is the Mutex's: Done closes
-//     before the lease can expire on the server when renewals fail, and at
-//     once when the backend reports the loss; the next candidate can win
-//     only once the server has let the lease go. Term, Lease and Err read
-//     the monotonic clock as the Mutex's do.
-//   - Leader is one Locker.Inspect of name: the holder's metadata is the
-//     value, its token the term.
-//   - Observe watches the announce key (driver.Watch) and after each
-//     notification inspects the announcement, then name, so that a leader
-//     that has already resigned is still delivered, and a reader always
-//     ends up with the latest leader: a leader is delivered only if its
-//     term is higher than the last one delivered (see Observe for exactly
-//     what may be missed).
+// Once it holds the key, a new leader announces itself on two companion
+// keys ("dlock-election-leader/"+name and "dlock-election-announce/"+name),
+// so that Observe delivers every leader, in order of their terms; Leader
+// reads the current one. Do not use name as a Mutex key of your own;
+// "lockctl status NAME" shows the leader and "lockctl break NAME" deposes
+// it. docs/election.md has how it works, what Observe may miss, and the
+// cost per backend.
 //
-// Because the election is a lock on name, "lockctl status NAME" shows the
-// leader (the OWNER column is its value) and "lockctl break NAME" deposes it.
-// Do not use name as a Mutex key of your own.
-//
-// # Cost per backend
-//
-// Campaign costs one Lock of name, one acquisition of the announcement key
-// (after a leader of less than a TTL before, also one Inspect and one
-// Break of it) and its release a TTL later, plus one Lock and one Unlock of
-// the announce key (uncontended: that backend's Lock+Unlock round trips);
-// Resign one Unlock; Leader one Inspect; each observed change two
-// Inspects, and each Observe one Inspect and one watch for its lifetime.
-// Leadership is renewed by the watchdog about every TTL/3, one Renew each.
-// The waits and watches used:
-//
-//	memory    in-process notification on release and expiry; no round trip
-//	file      inotify on the key's state file; a few file operations each
-//	redis     candidates: pub/sub on name's release channel (sharded pub/sub
-//	          on Cluster; the primary Sentinel names) plus a timer at the
-//	          leader's remaining lease; observers: a subscription to the
-//	          announce key's release channel; Lock and Unlock one script each
-//	redlock   the same on every master (candidates wait in its wake queues,
-//	          observers on the release channel); an acquire is one round trip to every
-//	          master, plus one to write the token back where the masters'
-//	          counters disagree (phase 2); a release one
-//	etcd      candidates queue on the server (create revision order), each
-//	          watching its predecessor; observers: an etcd watch on the
-//	          announce key's queue prefix; Lock and Unlock one Raft write each
-//	          (on a lease from the Locker's pool)
-//	zookeeper candidates queue as sequential znodes, each watching its
-//	          predecessor; observers: a child watch on the announce key's
-//	          znode; Lock creates a znode, syncs and lists the queue, Unlock
-//	          deletes the znode
-//	consul    blocking queries on name (candidates) and on the announce key
-//	          (observers); Lock and Unlock one transaction each (on a session
-//	          from the Locker's pool)
-//	postgres  candidates: LISTEN/NOTIFY on release plus a timer at the
-//	          leader's remaining lease; observers: the announce key's
-//	          NOTIFY; Lock and Unlock one statement each
-//
-// # Guarantees
-//
-// One leader at a time inside its validity window, as for a Mutex: act as
-// leader only while Lease().Valid(), and hand Term() to whatever the leader
-// writes to, so that a resource (package fence) refuses a deposed leader
-// that was paused past its lease. The conformance suite checks, on every
-// backend: one leader at a time across Lockers, that a second Campaign does
-// not return while the first candidate leads, observers seeing every leader
-// in order with strictly increasing terms, a leader that resigned at once
-// included (and a slow one the latest), replacement of a resigned and of a
-// crashed leader, and a paused leader's term refused by a fence.
+// Guarantees: one leader at a time inside its validity window, as for a
+// Mutex: act as leader only while Lease().Valid(), and hand Token() to
+// whatever the leader writes to, so that a resource (package fence)
+// refuses a deposed leader that was paused past its lease.
 type Election struct {
-	l    *locker
+	l    *Locker
 	name string
 	ann  string // watched by observers: its release wakes them
 	rec  string // holds the last leader's announcement
 	opts []Option
+	own  string // the value Lock campaigns with
 
 	mu          sync.Mutex
-	m           Mutex // the last Campaign's Mutex; nil before the first
+	m           *Mutex // the last Campaign's Mutex; nil before the first
 	value       string
 	campaigning bool
 }
 
-// portable finds dlock's own Locker in l, unwrapping Lockers that wrap
-// one (see NewElection).
-func portable(l Locker) (*locker, bool) {
-	for range 16 {
-		switch v := l.(type) {
-		case *locker:
-			return v, v != nil
-		case interface{ Unwrap() Locker }:
-			l = v.Unwrap()
-		default:
-			return nil, false
-		}
-	}
-	return nil, false
-}
-
-// NewElection returns an Election on name over l. The options are those of
-// the Mutex underneath (WithTTL, WithAutoRenew, WithObserver, ...); WithOwner
-// is replaced by each Campaign's value. An empty or over-long name is an
-// ErrInvalidKey error, a bad option an ErrInvalidOption one. A Locker that
-// is not one of dlock's (NewLocker, Open, a backend's New) cannot watch keys
-// and gets an error matching errors.ErrUnsupported, unless it wraps one and
-// says so with a method Unwrap() Locker (a wrapper that embeds a Locker to
-// close the backend's client with it, say).
-func NewElection(l Locker, name string, opts ...Option) (*Election, error) {
-	pl, ok := portable(l)
-	if !ok {
-		return nil, fmt.Errorf("dlock: election %q: the Locker %T is not one of dlock's (NewLocker, Open), so it cannot watch keys: %w", name, l, errors.ErrUnsupported)
+// NewElection returns an Election on name over l. The options are those
+// of the Mutex underneath (WithTTL, WithAutoRenew, WithObserver, ...);
+// WithOwner sets the value Lock campaigns with (by default the Locker's
+// owner description), and Campaign's value replaces it. An empty or
+// over-long name is an ErrInvalidKey error, a bad option an
+// ErrInvalidOption one.
+func (l *Locker) NewElection(name string, opts ...Option) (*Election, error) {
+	if err := l.checkOpen(); err != nil {
+		return nil, fmt.Errorf("dlock: election %q: %w", name, err)
 	}
 	if err := checkKey(name); err != nil {
 		return nil, fmt.Errorf("dlock: election %q: %w", name, err)
@@ -161,18 +85,19 @@ func NewElection(l Locker, name string, opts ...Option) (*Election, error) {
 	if len(announcePrefix)+len(name) > driver.MaxKeyLen {
 		return nil, fmt.Errorf("dlock: election: %w: name of %d bytes exceeds %d", ErrInvalidKey, len(name), driver.MaxKeyLen-len(announcePrefix))
 	}
-	if _, ok := pl.drv.(driver.Inspector); !ok {
-		return nil, fmt.Errorf("dlock: election %q: backend %s cannot inspect keys: %w", name, pl.defaults.backend, errors.ErrUnsupported)
+	if _, ok := l.drv.(driver.Inspector); !ok {
+		return nil, fmt.Errorf("dlock: election %q: backend %s cannot inspect keys: %w", name, l.defaults.backend, errors.ErrUnsupported)
 	}
 	// Validate the options now, as NewMutex would at each Campaign.
-	if _, err := pl.NewMutex(name, opts...); err != nil {
+	m, err := l.NewMutex(name, opts...)
+	if err != nil {
 		return nil, fmt.Errorf("dlock: election %q: %w", name, err)
 	}
-	return &Election{l: pl, name: name, ann: announcePrefix + name, rec: leaderPrefix + name, opts: opts}, nil
+	return &Election{l: l, name: name, ann: announcePrefix + name, rec: leaderPrefix + name, opts: opts, own: m.opts.meta}, nil
 }
 
-// Name returns the election's name.
-func (e *Election) Name() string { return e.name }
+// Key returns the election's name: the key its leader holds.
+func (e *Election) Key() string { return e.name }
 
 func (e *Election) errorf(op string, err error) error {
 	return fmt.Errorf("dlock: %s %q: %w", op, e.name, err)
@@ -187,23 +112,39 @@ func (e *Election) errorf(op string, err error) error {
 // behind. Campaign on an Election that leads, or while another Campaign
 // of the same Election runs, returns ErrAlreadyHeld.
 //
-// Once Campaign returns nil, Term is the new leader's fencing token, Done
-// closes when leadership ends, and observers have been notified.
+// Once Campaign returns nil, Token is the new leader's term, Done closes
+// when leadership ends, and observers have been notified.
 func (e *Election) Campaign(ctx context.Context, value string) error {
+	return e.campaign(ctx, "campaign", value, (*Mutex).Lock)
+}
+
+// Lock campaigns, as Campaign does, with the Election's value (WithOwner
+// given to NewElection, else the Locker's owner description).
+func (e *Election) Lock(ctx context.Context) error {
+	return e.campaign(ctx, "lock", e.own, (*Mutex).Lock)
+}
+
+// TryLock makes one attempt to lead, with the Election's value: it returns
+// an error matching ErrNotAcquired when another candidate leads.
+func (e *Election) TryLock(ctx context.Context) error {
+	return e.campaign(ctx, "trylock", e.own, (*Mutex).TryLock)
+}
+
+func (e *Election) campaign(ctx context.Context, op, value string, take func(*Mutex, context.Context) error) error {
 	if value == "" {
-		return e.errorf("campaign", fmt.Errorf("%w: empty value", ErrInvalidOption))
+		return e.errorf(op, fmt.Errorf("%w: empty value", ErrInvalidOption))
 	}
 	if err := validOwner(value); err != nil {
-		return e.errorf("campaign", err)
+		return e.errorf(op, err)
 	}
 	e.mu.Lock()
 	switch {
 	case e.campaigning:
 		e.mu.Unlock()
-		return e.errorf("campaign", fmt.Errorf("%w: a Campaign of this Election is in progress", ErrAlreadyHeld))
+		return e.errorf(op, fmt.Errorf("%w: a Campaign of this Election is in progress", ErrAlreadyHeld))
 	case e.m != nil && e.m.Token() != 0:
 		e.mu.Unlock()
-		return e.errorf("campaign", fmt.Errorf("%w: this Election already leads", ErrAlreadyHeld))
+		return e.errorf(op, fmt.Errorf("%w: this Election already leads", ErrAlreadyHeld))
 	}
 	e.campaigning = true
 	e.mu.Unlock()
@@ -215,16 +156,16 @@ func (e *Election) Campaign(ctx context.Context, value string) error {
 
 	m, err := e.l.NewMutex(e.name, append(e.opts[:len(e.opts):len(e.opts)], WithOwner(value))...)
 	if err != nil {
-		return e.errorf("campaign", err)
+		return e.errorf(op, err)
 	}
-	if err := m.Lock(ctx); err != nil {
-		return e.errorf("campaign", err)
+	if err := take(m, ctx); err != nil {
+		return e.errorf(op, err)
 	}
 	if err := e.announce(ctx, m, value); err != nil {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeReleaseTimeout)
 		defer cancel()
 		_ = m.Unlock(uctx)
-		return e.errorf("campaign", fmt.Errorf("leading, but could not notify the observers, so resigned: %w", err))
+		return e.errorf(op, fmt.Errorf("leading, but could not notify the observers, so resigned: %w", err))
 	}
 	e.mu.Lock()
 	e.m, e.value = m, value
@@ -236,7 +177,7 @@ func (e *Election) Campaign(ctx context.Context, value string) error {
 // unlocks the announce key once: its release wakes every observer's watch.
 // It gives up when leadership ends or after two TTLs (a crashed
 // announcer's lease runs out within one).
-func (e *Election) announce(ctx context.Context, leader Mutex, value string) error {
+func (e *Election) announce(ctx context.Context, leader *Mutex, value string) error {
 	a, err := e.l.NewMutex(e.ann, e.opts...)
 	if err != nil {
 		return err
@@ -268,33 +209,34 @@ func (e *Election) announce(ctx context.Context, leader Mutex, value string) err
 	return a.Unlock(uctx)
 }
 
-// Resign ends this candidate's leadership (an Unlock): the next candidate
-// can win at once. It returns ErrNotHeld when this Election does not lead,
-// and an error matching ErrLockLost when leadership had been lost.
-func (e *Election) Resign(ctx context.Context) error {
+// Unlock resigns: it ends this candidate's leadership, and the next
+// candidate can win at once. It returns ErrNotHeld when this Election does
+// not lead, and an error matching ErrLockLost when leadership had been
+// lost. As Mutex.Unlock, it resigns even when ctx has ended.
+func (e *Election) Unlock(ctx context.Context) error {
 	e.mu.Lock()
 	m := e.m
 	e.mu.Unlock()
 	if m == nil {
-		return e.errorf("resign", ErrNotHeld)
+		return e.errorf("unlock", ErrNotHeld)
 	}
 	if err := m.Unlock(ctx); err != nil {
-		return e.errorf("resign", err)
+		return e.errorf("unlock", err)
 	}
 	return nil
 }
 
-func (e *Election) current() Mutex {
+func (e *Election) current() *Mutex {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.m
 }
 
-// Term returns this candidate's term while it leads (its fencing token,
+// Token returns this candidate's term while it leads (its fencing token,
 // strictly greater than every earlier leader's), 0 when it does not. Like
 // Mutex.Token it reads the clock: a leadership whose validity window ran
 // out reads 0.
-func (e *Election) Term() Token {
+func (e *Election) Token() Token {
 	if m := e.current(); m != nil {
 		return m.Token()
 	}
@@ -311,7 +253,7 @@ func (e *Election) Lease() Lease {
 }
 
 // Done returns a channel closed when this candidate's leadership ends (by
-// Resign, the Locker's Close, or loss, which is signalled before the lease
+// Unlock, the Locker's Close, or loss, which is signalled before the lease
 // can expire on the server and so before another candidate can win). It is
 // already closed when the candidate does not lead. It is a notification;
 // check Lease().Valid() before acting.
@@ -323,11 +265,25 @@ func (e *Election) Done() <-chan struct{} {
 }
 
 // Err reports why the last leadership ended, as Mutex.Err: nil while
-// leading or before the first Campaign; ErrUnlocked after Resign;
+// leading or before the first Campaign; ErrUnlocked after Unlock;
 // ErrClosed; or an error matching ErrLockLost.
 func (e *Election) Err() error {
 	if m := e.current(); m != nil {
 		return m.Err()
+	}
+	return nil
+}
+
+// Renew extends the leadership's lease to a full TTL from now (the
+// watchdog does it on its own). It returns ErrNotHeld when this Election
+// does not lead and an error matching ErrLockLost when leadership was lost.
+func (e *Election) Renew(ctx context.Context) error {
+	m := e.current()
+	if m == nil {
+		return e.errorf("renew", ErrNotHeld)
+	}
+	if err := m.Renew(ctx); err != nil {
+		return e.errorf("renew", err)
 	}
 	return nil
 }
@@ -349,7 +305,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if !info.Held {
 		return Leader{}, e.errorf("leader", ErrNoLeader)
 	}
-	return Leader{Value: info.Owner, Term: info.Token}, nil
+	return Leader{Value: info.Owner, Token: info.Token}, nil
 }
 
 // Observe delivers the election's leaders, in order of their terms, on the
@@ -360,34 +316,14 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // of its term and value on the server for one TTL, replaced only by the
 // next leader's, and observers read it after each wake.
 //
-// Exactly what may be missed: a leader whose announcement the next
-// leader's replaced before the observer read it (leaders that follow each
-// other within about one Inspect round trip of the observer's wake, or
-// within the time it was retrying after errors); an announcement older
-// than one TTL when the observer reads it; a leader whose announcement the
-// store refused (a Consul lock-delay on the announcement key after the
-// session of the previous leader's process ended) and a leader whose value
-// is too long to be announced beside its term (more than
-// driver.MaxMetaLen bytes with the term, its decimal digits and a space),
-// each when it no longer leads when the observer looks. Leaders announced
-// before Observe was called are not delivered, only the one leading then.
-// Whatever is missed, the terms delivered strictly increase.
-//
-// A reader that does not keep up misses intermediate leaders: the channel
-// holds the oldest leader not yet received, and the observer keeps only
-// the latest one found after it, so a slow reader receives at most that
-// one and then the latest, never a term lower than or equal to one it
-// received before. Only leaders are delivered, not vacancies (Leader says
-// when there is none). On Redlock, a leader whose acquire is still writing
-// its token back (phase 2) when an observer looks may first be delivered
-// with a lower bound of its term, then, once it is announced, with its
-// term. The channel is closed, and Observe's goroutine ends, when ctx
-// ends or the Locker is closed.
-//
-// Observe costs one Inspect of the announcement when it starts, one watch
-// on the announce key for its lifetime and two Inspects per notification
-// (the announcement and the leader); on a transient error it retries with
-// backoff (from TTL/20 up to the TTL).
+// What may be missed (leaders that follow each other within about one
+// round trip of the observer's wake, an announcement older than one TTL)
+// is listed in docs/election.md. Whatever is missed, the terms delivered
+// strictly increase; a reader that does not keep up receives at most the
+// oldest leader not yet received and then the latest. Only leaders are
+// delivered, not vacancies (Leader says when there is none). The channel
+// is closed, and Observe's goroutine ends, when ctx ends or the Locker is
+// closed.
 func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, e.errorf("observe", err)
@@ -530,10 +466,10 @@ func (o *observer) look() error {
 	// An announcement without a value (too long to fit) is delivered
 	// from the leader's hold below, if its leader still leads.
 	if term > o.base && hasValue {
-		o.offer(Leader{Value: value, Term: term})
+		o.offer(Leader{Value: value, Token: term})
 	}
 	if info.Held {
-		o.offer(Leader{Value: info.Owner, Term: info.Token})
+		o.offer(Leader{Value: info.Owner, Token: info.Token})
 	}
 	return nil
 }
@@ -542,10 +478,10 @@ func (o *observer) look() error {
 // once if the channel has room, else as the pending leader (replacing an
 // older pending one).
 func (o *observer) offer(v Leader) {
-	if v.Term <= o.last {
+	if v.Token <= o.last {
 		return
 	}
-	o.last = v.Term
+	o.last = v.Token
 	if !o.hasPending {
 		select {
 		case o.out <- v:

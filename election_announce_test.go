@@ -23,12 +23,12 @@ func TestElectionAnnouncementRetired(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	e, _ := dlock.NewElection(l, "e")
+	e, _ := l.NewElection("e")
 	if err := e.Campaign(ctx, "v"); err != nil {
 		t.Fatal(err)
 	}
-	term := e.Term()
-	if err := e.Resign(ctx); err != nil {
+	term := e.Token()
+	if err := e.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	info, err := l.Inspect(ctx, "dlock-election-leader/e")
@@ -62,34 +62,34 @@ func TestElectionObserveLongValue(t *testing.T) {
 	l2, _ := memory.New(st)
 	defer l1.Close()
 	defer l2.Close()
-	obs, _ := dlock.NewElection(l2, "e")
+	obs, _ := l2.NewElection("e")
 	seen, err := obs.Observe(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	long := strings.Repeat("ö", 512)
-	e, _ := dlock.NewElection(l1, "e")
+	e, _ := l1.NewElection("e")
 	if err := e.Campaign(ctx, long); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case v := <-seen:
-		if v.Value != long || v.Term != e.Term() {
-			t.Fatalf("observed %d bytes, term %d; want the 1024 bytes whole, term %d", len(v.Value), v.Term, e.Term())
+		if v.Value != long || v.Token != e.Token() {
+			t.Fatalf("observed %d bytes, term %d; want the 1024 bytes whole, term %d", len(v.Value), v.Token, e.Token())
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("a leader with a 1024-byte value was not observed")
 	}
-	_ = e.Resign(ctx)
-	next, _ := dlock.NewElection(l2, "e")
+	_ = e.Unlock(ctx)
+	next, _ := l2.NewElection("e")
 	if err := next.Campaign(ctx, "short"); err != nil {
 		t.Fatal(err)
 	}
-	term := next.Term()
-	_ = next.Resign(ctx)
+	term := next.Token()
+	_ = next.Unlock(ctx)
 	select {
 	case v := <-seen:
-		if v.Value != "short" || v.Term != term {
+		if v.Value != "short" || v.Token != term {
 			t.Fatalf("observed %+v; want short with term %d", v, term)
 		}
 	case <-time.After(5 * time.Second):
@@ -109,7 +109,7 @@ func TestElectionStaleAnnouncementRefused(t *testing.T) {
 	if err := later.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e, _ := dlock.NewElection(l, "e")
+	e, _ := l.NewElection("e")
 	err := e.Campaign(ctx, "v")
 	if !errors.Is(err, dlock.ErrLockLost) {
 		t.Fatalf("Campaign beside a later announcement: %v; want ErrLockLost", err)
@@ -127,10 +127,10 @@ func TestElectionStaleAnnouncementRefused(t *testing.T) {
 		t.Fatalf("Campaign beside a foreign hold of the announcement key: %v", err)
 	}
 	info, _ := l.Inspect(ctx, "dlock-election-leader/e")
-	if want := fmt.Sprintf("%d v", e.Term()); info.Owner != want {
+	if want := fmt.Sprintf("%d v", e.Token()); info.Owner != want {
 		t.Fatalf("announcement %q; want %q", info.Owner, want)
 	}
-	_ = e.Resign(ctx)
+	_ = e.Unlock(ctx)
 }
 
 // refusing is the memory driver refusing the announcement key, as Consul
@@ -158,24 +158,24 @@ func TestElectionAnnouncementRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	obs, _ := dlock.NewElection(l, "e")
+	obs, _ := l.NewElection("e")
 	seen, err := obs.Observe(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, _ := dlock.NewElection(l, "e")
+	e, _ := l.NewElection("e")
 	if err := e.Campaign(ctx, "v"); err != nil {
 		t.Fatalf("Campaign with the announcement refused: %v", err)
 	}
 	select {
 	case v := <-seen:
-		if v.Value != "v" || v.Term != e.Term() {
-			t.Fatalf("observed %+v; want v with term %d", v, e.Term())
+		if v.Value != "v" || v.Token != e.Token() {
+			t.Fatalf("observed %+v; want v with term %d", v, e.Token())
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("a leader whose announcement was refused was not observed while it led")
 	}
-	if err := e.Resign(ctx); err != nil {
+	if err := e.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"github.com/dlock-go/dlock/observe"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ type inspecting struct {
 	driver.Inspector
 }
 
-func newInspecting(t *testing.T, s *memory.Store, opts ...dlock.Option) (*faulty, dlock.Locker) {
+func newInspecting(t *testing.T, s *memory.Store, opts ...dlock.Option) (*faulty, *dlock.Locker) {
 	t.Helper()
 	f := &faulty{Locker: s.Driver()}
 	l, err := dlock.NewLocker(inspecting{f, s.Driver().(driver.Inspector)}, opts...)
@@ -29,47 +30,13 @@ func newInspecting(t *testing.T, s *memory.Store, opts ...dlock.Option) (*faulty
 	return f, l
 }
 
-// wrapped is a Locker that embeds one of dlock's, as a program closing its
-// own client with the Locker would write.
-type wrapped struct{ dlock.Locker }
-
-type unwrapping struct{ dlock.Locker }
-
-func (u unwrapping) Unwrap() dlock.Locker { return u.Locker }
-
-// A Locker that is not dlock's cannot watch keys: NewElection says so with
-// errors.ErrUnsupported, as it does for a driver that cannot inspect; one
-// that says what it wraps works.
-func TestElectionNeedsDlockLocker(t *testing.T) {
+// A driver that cannot inspect keys cannot hold an election: NewElection
+// says so with errors.ErrUnsupported.
+func TestElectionNeedsInspector(t *testing.T) {
 	s := memory.NewStore()
-	l, err := memory.New(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if _, err := dlock.NewElection(wrapped{l}, "e"); !errors.Is(err, errors.ErrUnsupported) {
-		t.Fatalf("NewElection over a foreign Locker: %v; want errors.ErrUnsupported", err)
-	}
-	if _, err := dlock.NewElection(nil, "e"); !errors.Is(err, errors.ErrUnsupported) {
-		t.Fatalf("NewElection(nil): %v; want errors.ErrUnsupported", err)
-	}
 	_, blind := newFaulty(t, s) // the memory driver without its Inspector
-	if _, err := dlock.NewElection(blind, "e"); !errors.Is(err, errors.ErrUnsupported) {
+	if _, err := blind.NewElection("e"); !errors.Is(err, errors.ErrUnsupported) {
 		t.Fatalf("NewElection over a driver that cannot inspect: %v; want errors.ErrUnsupported", err)
-	}
-	e, err := dlock.NewElection(unwrapping{l}, "e")
-	if err != nil {
-		t.Fatalf("NewElection over a Locker with Unwrap: %v", err)
-	}
-	ctx := context.Background()
-	if err := e.Campaign(ctx, "v"); err != nil {
-		t.Fatalf("Campaign: %v", err)
-	}
-	if got, err := e.Leader(ctx); err != nil || got.Value != "v" || got.Term != e.Term() {
-		t.Fatalf("Leader: %+v, %v", got, err)
-	}
-	if err := e.Resign(ctx); err != nil {
-		t.Fatalf("Resign: %v", err)
 	}
 }
 
@@ -86,16 +53,16 @@ func TestElectionLossToldBeforeNextLeader(t *testing.T) {
 	defer lb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a, err := dlock.NewElection(la, "e")
+	a, err := la.NewElection("e")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Campaign(ctx, "a"); err != nil {
 		t.Fatalf("Campaign: %v", err)
 	}
-	termA := a.Term()
+	termA := a.Token()
 	f.failRenew.Store(true)
-	b, err := dlock.NewElection(lb, "e", dlock.WithTTL(400*time.Millisecond))
+	b, err := lb.NewElection("e", dlock.WithTTL(400*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,8 +86,8 @@ func TestElectionLossToldBeforeNextLeader(t *testing.T) {
 	if at := <-lostAt; !at.Before(won) {
 		t.Fatalf("lost leader told at %v, next leader won at %v; want the loss first", at, won)
 	}
-	if a.Term() != 0 || b.Term() <= termA {
-		t.Fatalf("terms: lost leader %d, next %d; want 0 and above %d", a.Term(), b.Term(), termA)
+	if a.Token() != 0 || b.Token() <= termA {
+		t.Fatalf("terms: lost leader %d, next %d; want 0 and above %d", a.Token(), b.Token(), termA)
 	}
 }
 
@@ -134,12 +101,12 @@ func TestElectionCampaignInProgress(t *testing.T) {
 	defer l2.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	holder, _ := dlock.NewElection(l1, "e")
+	holder, _ := l1.NewElection("e")
 	if err := holder.Campaign(ctx, "holder"); err != nil {
 		t.Fatal(err)
 	}
 	waiting := &stepSignal{ch: make(chan struct{}, 1)}
-	e, _ := dlock.NewElection(l2, "e", dlock.WithObserver(waiting))
+	e, _ := l2.NewElection("e", dlock.WithObserver(waiting))
 	first := make(chan error, 1)
 	go func() { first <- e.Campaign(ctx, "first") }()
 	<-waiting.ch // the first Campaign waits on the backend
@@ -154,7 +121,7 @@ func TestElectionCampaignInProgress(t *testing.T) {
 		t.Fatalf("first Campaign returned (%v) while another candidate leads", err)
 	default:
 	}
-	if err := holder.Resign(ctx); err != nil {
+	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-first; err != nil {
@@ -171,12 +138,12 @@ func TestElectionCampaignInProgress(t *testing.T) {
 // stepSignal tells when a Lock's wait has begun.
 type stepSignal struct{ ch chan struct{} }
 
-func (s *stepSignal) Begin(ctx context.Context, _ dlock.Call) context.Context { return ctx }
-func (s *stepSignal) Step(context.Context, dlock.Call, dlock.Step) {
+func (s *stepSignal) Begin(ctx context.Context, _ observe.Call) context.Context { return ctx }
+func (s *stepSignal) Step(context.Context, observe.Call, observe.Step) {
 	select {
 	case s.ch <- struct{}{}:
 	default:
 	}
 }
-func (s *stepSignal) End(context.Context, dlock.Call, dlock.Result) {}
-func (s *stepSignal) HoldEnd(dlock.HoldEnd)                         {}
+func (s *stepSignal) End(context.Context, observe.Call, observe.Result) {}
+func (s *stepSignal) HoldEnd(observe.HoldEnd)                           {}

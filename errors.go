@@ -49,15 +49,15 @@ var (
 	// ErrRenewalFailed: renewals were attempted and failed (the backend did
 	// not answer in time, or answered with an error) until the validity
 	// window had nearly run out.
-	ErrRenewalFailed = errors.New("dlock: renewal failed")
+	ErrRenewalFailed = driver.ErrRenewalFailed
 	// ErrReportedLost: the backend said the hold had ended: the session
 	// expired, the key was deleted or taken over, a renewal or release found
 	// the lock no longer this hold's.
-	ErrReportedLost = errors.New("dlock: backend reported the hold ended")
+	ErrReportedLost = driver.ErrReportedLost
 	// ErrLeaseExpired: the validity window ran out with no renewal
 	// attempted (auto-renew off and no Renew, or a process paused past its
 	// lease before the watchdog could run).
-	ErrLeaseExpired = errors.New("dlock: lease expired unrenewed")
+	ErrLeaseExpired = driver.ErrLeaseExpired
 )
 
 // lossError is the error a lost hold ends with: it matches ErrLockLost,

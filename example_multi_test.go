@@ -12,7 +12,7 @@ import (
 // Lock two accounts for a transfer, all or nothing: the keys are taken in
 // sorted order, so a transfer the other way round cannot deadlock with
 // this one.
-func ExampleNewMultiMutex() {
+func ExampleLocker_NewMultiMutex() {
 	ctx := context.Background()
 	locker, err := dlock.Open(ctx, "mem://example-multi")
 	if err != nil {
@@ -21,7 +21,7 @@ func ExampleNewMultiMutex() {
 	}
 	defer locker.Close()
 
-	mm, err := dlock.NewMultiMutex(locker, []string{"account/7", "account/3"})
+	mm, err := locker.NewMultiMutex([]string{"account/7", "account/3"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -51,7 +51,7 @@ func ExampleNewMultiMutex() {
 
 // At most two transcoders at a time: each holds a permit with its own
 // lease and token; the third finds none free.
-func ExampleNewSemaphore() {
+func ExampleLocker_NewSemaphore() {
 	ctx := context.Background()
 	locker, err := dlock.Open(ctx, "mem://example-semaphore")
 	if err != nil {
@@ -62,12 +62,12 @@ func ExampleNewSemaphore() {
 
 	var held []*dlock.Semaphore
 	for i := 0; i < 3; i++ {
-		s, err := dlock.NewSemaphore(locker, "transcoders", 2)
+		s, err := locker.NewSemaphore("transcoders", 2)
 		if err != nil {
 			fmt.Println(err)
 			return
 		}
-		if err := s.TryAcquire(ctx); err != nil {
+		if err := s.TryLock(ctx); err != nil {
 			fmt.Println("transcoder", i, "waits: all permits held:", errors.Is(err, dlock.ErrNotAcquired))
 			continue
 		}
@@ -75,7 +75,7 @@ func ExampleNewSemaphore() {
 		held = append(held, s)
 	}
 	for _, s := range held {
-		_ = s.Release(ctx)
+		_ = s.Unlock(ctx)
 	}
 	// Output:
 	// transcoder 0 holds a permit, token issued: true
@@ -86,7 +86,7 @@ func ExampleNewSemaphore() {
 // The first client records the semaphore's number of permits; a client of
 // another number is refused until the record is reset, once no client of
 // the old number runs.
-func ExampleResetSemaphore() {
+func ExampleLocker_ResetSemaphore() {
 	ctx := context.Background()
 	locker, err := dlock.Open(ctx, "mem://example-reset-semaphore")
 	if err != nil {
@@ -95,21 +95,21 @@ func ExampleResetSemaphore() {
 	}
 	defer locker.Close()
 
-	two, _ := dlock.NewSemaphore(locker, "encoders", 2)
-	if err := two.Acquire(ctx); err != nil {
+	two, _ := locker.NewSemaphore("encoders", 2)
+	if err := two.Lock(ctx); err != nil {
 		fmt.Println(err)
 		return
 	}
-	_ = two.Release(ctx)
+	_ = two.Unlock(ctx)
 
-	four, _ := dlock.NewSemaphore(locker, "encoders", 4)
-	err = four.TryAcquire(ctx)
+	four, _ := locker.NewSemaphore("encoders", 4)
+	err = four.TryLock(ctx)
 	fmt.Println("4 permits on a key recorded with 2 refused:", errors.Is(err, dlock.ErrInvalidOption))
 
-	cleared, err := dlock.ResetSemaphore(ctx, locker, "encoders", 2)
+	cleared, err := locker.ResetSemaphore(ctx, "encoders", 2)
 	fmt.Println("record of 2 cleared:", cleared, err)
-	fmt.Println("4 permits now:", four.TryAcquire(ctx) == nil)
-	_ = four.Release(ctx)
+	fmt.Println("4 permits now:", four.TryLock(ctx) == nil)
+	_ = four.Unlock(ctx)
 	// Output:
 	// 4 permits on a key recorded with 2 refused: true
 	// record of 2 cleared: true <nil>

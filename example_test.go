@@ -132,10 +132,10 @@ func ExampleElection() {
 	}
 	defer locker.Close()
 
-	watcher, _ := dlock.NewElection(locker, "scheduler")
+	watcher, _ := locker.NewElection("scheduler")
 	leaders, _ := watcher.Observe(ctx)
 
-	e, err := dlock.NewElection(locker, "scheduler")
+	e, err := locker.NewElection("scheduler")
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -144,12 +144,12 @@ func ExampleElection() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("leading, term > 0:", e.Term() > 0)
+	fmt.Println("leading, term > 0:", e.Token() > 0)
 	l := <-leaders
-	fmt.Println("observed:", l.Value, l.Term == e.Term())
+	fmt.Println("observed:", l.Value, l.Token == e.Token())
 
 	// Lead while e.Lease().Valid(); stop when <-e.Done() fires.
-	if err := e.Resign(ctx); err != nil {
+	if err := e.Unlock(ctx); err != nil {
 		fmt.Println(err)
 	}
 	_, err = watcher.Leader(ctx)

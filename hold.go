@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dlock-go/dlock/observe"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +21,7 @@ import (
 // drivers that report loss themselves (Hold.Lost) without implementing
 // driver.LossNotifier cost a goroutine, to wait on that channel.
 type hold struct {
-	m  *mutex
+	m  *Mutex
 	gt *gate
 	dh driver.Hold
 
@@ -43,7 +44,7 @@ type hold struct {
 	// watchdog reads anyway, rather than behind h.m (with many holds, each
 	// Mutex's line is one more cache miss per hold and renewal).
 	sched     *scheduler
-	obs       Observer
+	obs       observe.Observer
 	autoRenew bool
 
 	mu       sync.Mutex
@@ -91,7 +92,7 @@ func (fl *flight) stop() {
 	}
 }
 
-func newHold(m *mutex, gt *gate, dh driver.Hold, sent time.Time) *hold {
+func newHold(m *Mutex, gt *gate, dh driver.Hold, sent time.Time) *hold {
 	h := &hold{m: m, gt: gt, dh: dh, acquired: time.Now(), done: make(chan struct{}), hi: -1,
 		sched: m.l.sched, obs: m.obs, autoRenew: m.opts.autoRenew}
 	h.setLease(sent, dh.TTL)
@@ -224,8 +225,8 @@ func (h *hold) end(lostErr, why error) (already bool) {
 	// Observers hear of the end before Done closes, so that a program woken
 	// by Done finds the loss already logged and counted.
 	if o := h.obs; o != nil {
-		o.HoldEnd(HoldEnd{
-			Backend: h.m.opts.backend, Key: h.m.key, Token: Token(h.dh.Token),
+		o.HoldEnd(observe.HoldEnd{
+			Backend: h.m.opts.backend, Key: h.m.key, Token: h.dh.Token,
 			Held: time.Since(h.acquired), Lost: lostErr != nil, Cause: cause,
 		})
 	}
@@ -394,17 +395,18 @@ func (h *hold) observedRenew(ctx context.Context, watchdog bool) error {
 	if o == nil {
 		return h.renew(ctx)
 	}
-	c := h.m.call(OpRenew)
+	c := h.m.call(observe.OpRenew)
 	c.Watchdog = watchdog
 	ctx = o.Begin(ctx, c)
 	before := h.leaseNow().Expires
 	err := h.renew(ctx)
 	// The watchdog's renewal is cut short only by Unlock (ctx is its
 	// flight's); a caller's Renew also by the end of the caller's ctx.
-	r := Result{Outcome: renewOutcome(err, h.unlocked() || !watchdog && callerEnded(ctx, err)), Err: err, Token: Token(h.dh.Token), Duration: time.Since(c.Start)}
+	r := observe.Result{Outcome: renewOutcome(err, h.unlocked() || !watchdog && callerEnded(ctx, err)), Err: err, Token: h.dh.Token, Duration: time.Since(c.Start)}
 	if err == nil {
 		r.Margin = time.Until(before)
-		r.Lease = h.leaseNow()
+		ls := h.leaseNow()
+		r.TTL, r.Expires = ls.TTL, ls.Expires
 	}
 	o.End(ctx, c, r)
 	return err

@@ -49,9 +49,9 @@ func (b *batchCounter) OnLost(h driver.Hold, f func()) func() bool {
 }
 
 // holdMany locks n keys through l, 16 at a time.
-func holdMany(t *testing.T, l dlock.Locker, n int, prefix string) []dlock.Mutex {
+func holdMany(t *testing.T, l *dlock.Locker, n int, prefix string) []*dlock.Mutex {
 	t.Helper()
-	ms := make([]dlock.Mutex, n)
+	ms := make([]*dlock.Mutex, n)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
@@ -290,7 +290,7 @@ func TestUnlockCancelsTheBatchOnceEveryHoldLeft(t *testing.T) {
 		}
 	}
 	unlocked := make(chan error, len(ms))
-	unlock := func(m dlock.Mutex) {
+	unlock := func(m *dlock.Mutex) {
 		err := m.Unlock(context.Background())
 		if err == nil && b.returned.Load() == 0 {
 			err = errors.New("Unlock returned before the renewal call in flight did")

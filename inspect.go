@@ -63,22 +63,31 @@ func validOwner(s string) error {
 
 // inspector returns the driver's Inspector, or an error for a driver that
 // has none (every dlock backend has one).
-func (l *locker) inspector() (driver.Inspector, error) {
+func (l *Locker) inspector() (driver.Inspector, error) {
 	if in, ok := l.drv.(driver.Inspector); ok {
 		return in, nil
 	}
 	return nil, fmt.Errorf("dlock: backend %s cannot inspect keys: %w", l.defaults.backend, errors.ErrUnsupported)
 }
 
-func (l *locker) Inspect(ctx context.Context, key string) (Info, error) {
+// Inspect reports what the backend's server holds for key: whether it
+// is held, the holder's token, the lease left on the server, the
+// holder's description (WithOwner), and, on queue backends, how many
+// wait. It changes nothing and takes no lock.
+func (l *Locker) Inspect(ctx context.Context, key string) (Info, error) {
 	return l.inspectOp(ctx, "inspect", key, func(in driver.Inspector) (driver.Info, error) { return in.Inspect(ctx, key) })
 }
 
-func (l *locker) Break(ctx context.Context, key string) (Info, error) {
+// Break removes whatever holds key, as an operator breaking a stuck
+// lock would, and returns what it removed. The broken holder learns of
+// it (its Done closes within its renewal interval: its next renewal
+// finds the lock gone), and the next holder's token is higher than the
+// broken one's, so a fence refuses the broken holder's late writes.
+func (l *Locker) Break(ctx context.Context, key string) (Info, error) {
 	return l.inspectOp(ctx, "break", key, func(in driver.Inspector) (driver.Info, error) { return in.Break(ctx, key) })
 }
 
-func (l *locker) inspectOp(ctx context.Context, op, key string, call func(driver.Inspector) (driver.Info, error)) (Info, error) {
+func (l *Locker) inspectOp(ctx context.Context, op, key string, call func(driver.Inspector) (driver.Info, error)) (Info, error) {
 	if err := checkKey(key); err != nil {
 		return Info{}, fmt.Errorf("dlock: %s %q: %w", op, key, err)
 	}

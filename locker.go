@@ -35,17 +35,17 @@ func releaseContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return rctx, func() { stop(); cancel() }
 }
 
-// locker is the portable Locker over one driver.
-//
-// Close and the calls in flight meet under mu: every Mutex call registers
-// itself (enter) and deregisters (exit) under mu, Close marks the Locker
-// closed under mu and then waits, still under mu (a sync.Cond), until no
-// call is in flight. So a call either starts before Close and is waited
-// for, or sees the Locker closed and does nothing; a hold is tracked (and
-// set on its Mutex) under mu too, so Close sees every hold that any call
-// has returned, and a grant that arrives after Close began is given back by
-// the call that received it.
-type locker struct {
+// Locker is one connected backend. Make one per process (it holds the
+// connections) and any number of Mutexes from it.
+type Locker struct {
+	// Close and the calls in flight meet under mu: every Mutex call registers
+	// itself (enter) and deregisters (exit) under mu, Close marks the Locker
+	// closed under mu and then waits, still under mu (a sync.Cond), until no
+	// call is in flight. So a call either starts before Close and is waited
+	// for, or sees the Locker closed and does nothing; a hold is tracked (and
+	// set on its Mutex) under mu too, so Close sees every hold that any call
+	// has returned, and a grant that arrives after Close began is given back by
+	// the call that received it.
 	drv      driver.Locker
 	acq      driver.Acquirer // nil unless the driver queues on the server
 	lim      driver.Limits
@@ -73,11 +73,11 @@ type locker struct {
 // NewLocker wraps a driver in the portable Locker. Backend packages call it
 // from their constructors; programs normally use Open or a backend's New.
 // The options set the defaults of every Mutex made from the Locker.
-func NewLocker(d driver.Locker, opts ...Option) (Locker, error) {
+func NewLocker(d driver.Locker, opts ...Option) (*Locker, error) {
 	if d == nil {
 		return nil, errors.New("dlock: NewLocker with a nil driver")
 	}
-	l := &locker{
+	l := &Locker{
 		drv:      d,
 		defaults: defaultOptions(),
 		gates:    gates{m: map[string]*gate{}},
@@ -116,7 +116,10 @@ func NewLocker(d driver.Locker, opts ...Option) (Locker, error) {
 	return l, nil
 }
 
-func (l *locker) NewMutex(key string, opts ...Option) (Mutex, error) {
+// NewMutex returns a Mutex for key. Options override the Locker's
+// defaults. An empty or over-long key is an ErrInvalidKey error; an
+// unusable TTL is an ErrInvalidOption error.
+func (l *Locker) NewMutex(key string, opts ...Option) (*Mutex, error) {
 	if err := l.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -130,10 +133,13 @@ func (l *locker) NewMutex(key string, opts ...Option) (Mutex, error) {
 	if err := o.validate(l.lim); err != nil {
 		return nil, err
 	}
-	return &mutex{l: l, key: key, opts: o, obs: o.observer()}, nil
+	return &Mutex{l: l, key: key, opts: o, obs: o.observer()}, nil
 }
 
-func (l *locker) checkOpen() error {
+func (l *Locker) checkOpen() error {
+	if l == nil {
+		return fmt.Errorf("%w: a nil *Locker", ErrInvalidOption)
+	}
 	select {
 	case <-l.closed:
 		return ErrClosed
@@ -149,7 +155,7 @@ func (l *locker) checkOpen() error {
 //
 // Everything that can panic (a nil ctx) runs before the call is counted, so
 // that a recovered panic never leaves Close waiting for a call that is gone.
-func (l *locker) enter(ctx context.Context, release bool) (context.Context, func(), error) {
+func (l *Locker) enter(ctx context.Context, release bool) (context.Context, func(), error) {
 	end := l.life
 	if release {
 		end = l.grace
@@ -187,7 +193,7 @@ func closedDuring(cctx context.Context) bool {
 // track registers a new hold and makes it its Mutex's current hold, in one
 // step under l.mu. It fails if Close has begun: the caller must then give
 // the grant back.
-func (l *locker) track(h *hold) error {
+func (l *Locker) track(h *hold) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.isClosed {
@@ -200,17 +206,27 @@ func (l *locker) track(h *hold) error {
 	return nil
 }
 
-func (l *locker) untrack(h *hold) {
+func (l *Locker) untrack(h *hold) {
 	l.mu.Lock()
 	delete(l.holds, h)
 	l.mu.Unlock()
 }
 
-// Close stops new calls, cancels the acquires in flight and waits for every
-// call in flight to return (a grant that reaches one of them now is given
-// back by that call, which returns ErrClosed), then releases every hold
-// still open, and only then closes the driver.
-func (l *locker) Close() error {
+// Close releases every lock still held through this Locker, then closes
+// the backend connection. Later calls return ErrClosed. Closing twice is
+// harmless.
+//
+// Once Close has begun, no Lock or TryLock returns success: calls in
+// flight are cut short and return ErrClosed, and a lock granted to one
+// of them during Close is released by that call before it returns.
+// Close waits for every call in flight (an Unlock in flight is given up
+// to 5s to finish its release), then releases every hold granted before,
+// so that when Close returns no lock taken through this Locker is left
+// on the server and no call is still running.
+func (l *Locker) Close() error {
+	if l == nil {
+		return fmt.Errorf("dlock: close: %w: a nil *Locker", ErrInvalidOption)
+	}
 	l.mu.Lock()
 	if l.isClosed {
 		l.mu.Unlock()
@@ -243,7 +259,11 @@ func (l *locker) Close() error {
 	wg.Wait()
 	l.sched.close()
 	l.wg.Wait()
-	return l.drv.Close()
+	errs := []error{l.drv.Close()}
+	for _, fn := range l.defaults.onClose {
+		errs = append(errs, fn())
+	}
+	return errors.Join(errs...)
 }
 
 // backendName names a driver for observers when Open did not (a backend's

@@ -88,7 +88,7 @@ func TestLossDoesNotWaitBehindStalledRenewals(t *testing.T) {
 			}
 			defer l.Close()
 			type held struct {
-				m       dlock.Mutex
+				m       *dlock.Mutex
 				done    <-chan struct{}
 				ttl     time.Duration
 				expires time.Time

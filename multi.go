@@ -64,7 +64,7 @@ import (
 // reentrant (Lock while held returns ErrAlreadyHeld).
 type MultiMutex struct {
 	keys []string
-	ms   []Mutex
+	ms   []*Mutex
 
 	sem chan struct{} // serialises Lock, TryLock and Unlock
 
@@ -91,9 +91,9 @@ type multiHold struct {
 // for NewMutex, applied to every key). Duplicate keys count once. An empty
 // set, or any key NewMutex refuses, is an ErrInvalidKey error; options are
 // checked as by NewMutex (ErrInvalidOption).
-func NewMultiMutex(l Locker, keys []string, opts ...Option) (*MultiMutex, error) {
-	if l == nil {
-		return nil, fmt.Errorf("%w: NewMultiMutex with a nil Locker", ErrInvalidOption)
+func (l *Locker) NewMultiMutex(keys []string, opts ...Option) (*MultiMutex, error) {
+	if err := l.checkOpen(); err != nil {
+		return nil, err
 	}
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: a multi-key lock needs at least one key", ErrInvalidKey)
@@ -169,17 +169,17 @@ func (mm *MultiMutex) settle(ctx context.Context) error {
 // elsewhere, ErrClosed when the Locker was closed, ErrUnavailable when the
 // backend failed.
 func (mm *MultiMutex) Lock(ctx context.Context) error {
-	return mm.acquire(ctx, "lock", Mutex.Lock)
+	return mm.acquire(ctx, "lock", (*Mutex).Lock)
 }
 
 // TryLock makes one attempt at each key, in Keys order, and stops at the
 // first that is held elsewhere: it then releases the keys it took and
 // returns an error matching ErrNotAcquired that names the key.
 func (mm *MultiMutex) TryLock(ctx context.Context) error {
-	return mm.acquire(ctx, "trylock", Mutex.TryLock)
+	return mm.acquire(ctx, "trylock", (*Mutex).TryLock)
 }
 
-func (mm *MultiMutex) acquire(ctx context.Context, op string, take func(Mutex, context.Context) error) error {
+func (mm *MultiMutex) acquire(ctx context.Context, op string, take func(*Mutex, context.Context) error) error {
 	if err := mm.enter(ctx); err != nil {
 		return mm.errorf(op, err)
 	}
@@ -336,26 +336,24 @@ func (mm *MultiMutex) lose(h *multiHold, k keyHold) {
 // Mutex's Err can lag its Done while the release is in flight, and its
 // Lease is zero once the hold has ended).
 type keyHold struct {
-	m       Mutex
+	m       *Mutex
 	done    <-chan struct{}
 	cause   func() error
 	expires func() time.Time
 }
 
-func keyHoldOf(m Mutex) keyHold {
-	if pm, ok := m.(*mutex); ok {
-		if h := pm.current(); h != nil {
-			return keyHold{m: m, done: h.done, cause: h.endCause, expires: func() time.Time { return h.leaseNow().Expires }}
-		}
+func keyHoldOf(m *Mutex) keyHold {
+	if h := m.current(); h != nil {
+		return keyHold{m: m, done: h.done, cause: h.endCause, expires: func() time.Time { return h.leaseNow().Expires }}
 	}
-	return keyHold{m: m, done: m.Done(), cause: m.Err, expires: foreignExpires(m)}
+	return keyHold{m: m, done: m.Done(), cause: m.Err, expires: endedExpires(m)}
 }
 
-// foreignExpires bounds the validity window of a Mutex that is not dlock's
-// own (a Locker the program wrapped): its Lease while it reports one, else
-// a full TTL from the first time it did not (no renewal sent before then
-// can have extended the window further).
-func foreignExpires(m Mutex) func() time.Time {
+// endedExpires bounds the validity window of a key whose hold ended before
+// the set recorded it: its Lease while it reports one, else a full TTL
+// from the first time it did not (no renewal sent before then can have
+// extended the window further).
+func endedExpires(m *Mutex) func() time.Time {
 	var (
 		mu    sync.Mutex
 		ttl   = m.Lease().TTL
@@ -529,6 +527,11 @@ func (mm *MultiMutex) Tokens() map[string]Token {
 	}
 	return out
 }
+
+// Token returns the token of the key whose validity window ends first
+// (Lease().Token), 0 when the set is not held. A resource guarded by one
+// key of the set checks that key's own token: see Tokens.
+func (mm *MultiMutex) Token() Token { return mm.Lease().Token }
 
 // Lease returns the lease of the key whose validity window ends first (its
 // token, TTL and Expires): the set may be acted on while that one is

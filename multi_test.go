@@ -41,7 +41,7 @@ func TestMultiMutexNoGoroutineLeak(t *testing.T) {
 	other, _ := memory.New(st)
 	defer other.Close()
 	base := runtime.NumGoroutine()
-	mm, err := dlock.NewMultiMutex(l, []string{"a", "b", "c"}, dlock.WithTTL(time.Second))
+	mm, err := l.NewMultiMutex([]string{"a", "b", "c"}, dlock.WithTTL(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,34 +103,34 @@ func TestSemaphoreNoGoroutineLeak(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := runtime.NumGoroutine()
-	a, _ := dlock.NewSemaphore(l, "s", 2)
-	b, _ := dlock.NewSemaphore(l, "s", 2)
-	c, _ := dlock.NewSemaphore(l, "s", 2)
-	if err := a.Acquire(ctx); err != nil {
+	a, _ := l.NewSemaphore("s", 2)
+	b, _ := l.NewSemaphore("s", 2)
+	c, _ := l.NewSemaphore("s", 2)
+	if err := a.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Acquire(ctx); err != nil {
+	if err := b.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	sctx, scancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	if err := c.Acquire(sctx); !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+	if err := c.Lock(sctx); !errors.Is(err, dlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Acquire with every permit held: %v", err)
 	}
 	scancel()
 	res := make(chan error, 1)
-	go func() { res <- c.Acquire(ctx) }()
+	go func() { res <- c.Lock(ctx) }()
 	time.Sleep(20 * time.Millisecond)
-	_ = a.Release(ctx)
+	_ = a.Unlock(ctx)
 	if err := <-res; err != nil {
 		t.Fatal(err)
 	}
-	_ = b.Release(ctx)
-	_ = c.Release(ctx)
+	_ = b.Unlock(ctx)
+	_ = c.Unlock(ctx)
 	settleGoroutines(t, base, "after waits served and timed out")
 
-	_ = a.Acquire(ctx)
-	_ = b.Acquire(ctx)
-	go func() { res <- c.Acquire(ctx) }()
+	_ = a.Lock(ctx)
+	_ = b.Lock(ctx)
+	go func() { res <- c.Lock(ctx) }()
 	time.Sleep(20 * time.Millisecond)
 	_ = l.Close()
 	if err := <-res; !errors.Is(err, dlock.ErrClosed) {
@@ -149,11 +149,11 @@ func TestSemaphoreOwnerTag(t *testing.T) {
 	}
 	defer l.Close()
 	long := strings.Repeat("ü", driver.MaxMetaLen/2)
-	s, err := dlock.NewSemaphore(l, "s", 3, dlock.WithOwner(long))
+	s, err := l.NewSemaphore("s", 3, dlock.WithOwner(long))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Acquire(ctx); err != nil {
+	if err := s.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	info, err := l.Inspect(ctx, s.PermitKey())
@@ -169,8 +169,8 @@ func TestSemaphoreOwnerTag(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 10 { // whichever slot Acquire starts from
-		t2, _ := dlock.NewSemaphore(l, "t", 2)
-		err := t2.TryAcquire(ctx)
+		t2, _ := l.NewSemaphore("t", 2)
+		err := t2.TryLock(ctx)
 		if !errors.Is(err, dlock.ErrInvalidOption) {
 			t.Fatalf("TryAcquire beside a plain lock on a permit key: %v; want ErrInvalidOption", err)
 		}
@@ -179,11 +179,18 @@ func TestSemaphoreOwnerTag(t *testing.T) {
 
 // A nil Locker is a typed error, not a panic.
 func TestNilLockerIsInvalidOption(t *testing.T) {
-	if _, err := dlock.NewMultiMutex(nil, []string{"k"}); !errors.Is(err, dlock.ErrInvalidOption) {
-		t.Errorf("NewMultiMutex(nil) = %v, want ErrInvalidOption", err)
+	var l *dlock.Locker
+	if _, err := l.NewMutex("k"); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Errorf("nil Locker's NewMutex = %v, want ErrInvalidOption", err)
 	}
-	if _, err := dlock.NewSemaphore(nil, "k", 2); !errors.Is(err, dlock.ErrInvalidOption) {
-		t.Errorf("NewSemaphore(nil) = %v, want ErrInvalidOption", err)
+	if _, err := l.NewMultiMutex([]string{"k"}); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Errorf("nil Locker's NewMultiMutex = %v, want ErrInvalidOption", err)
+	}
+	if _, err := l.NewSemaphore("k", 2); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Errorf("nil Locker's NewSemaphore = %v, want ErrInvalidOption", err)
+	}
+	if _, err := l.NewElection("k"); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Errorf("nil Locker's NewElection = %v, want ErrInvalidOption", err)
 	}
 }
 
@@ -205,7 +212,7 @@ func TestResetSemaphoreErrors(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name    string
-		l       dlock.Locker
+		l       *dlock.Locker
 		key     string
 		permits int
 		want    error
@@ -215,17 +222,17 @@ func TestResetSemaphoreErrors(t *testing.T) {
 		{"too many permits", l, "k", dlock.MaxPermits + 1, dlock.ErrInvalidOption},
 		{"empty key", l, "", 2, dlock.ErrInvalidKey},
 	} {
-		if _, err := dlock.ResetSemaphore(ctx, c.l, c.key, c.permits); !errors.Is(err, c.want) {
+		if _, err := c.l.ResetSemaphore(ctx, c.key, c.permits); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v; want %v", c.name, err, c.want)
 		}
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := dlock.ResetSemaphore(cancelled, l, "k", 2); !errors.Is(err, context.Canceled) {
+	if _, err := l.ResetSemaphore(cancelled, "k", 2); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled context: %v; want context.Canceled", err)
 	}
 	_ = l.Close()
-	if _, err := dlock.ResetSemaphore(ctx, l, "k", 2); !errors.Is(err, dlock.ErrClosed) {
+	if _, err := l.ResetSemaphore(ctx, "k", 2); !errors.Is(err, dlock.ErrClosed) {
 		t.Errorf("closed Locker: %v; want ErrClosed", err)
 	}
 
@@ -235,61 +242,17 @@ func TestResetSemaphoreErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer plain.Close()
-	if _, err := dlock.ResetSemaphore(ctx, plain, "k", 2); !errors.Is(err, errors.ErrUnsupported) {
+	if _, err := plain.ResetSemaphore(ctx, "k", 2); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("a driver without records: %v; want ErrUnsupported", err)
 	}
-	two, _ := dlock.NewSemaphore(plain, "k", 2)
-	if err := two.Acquire(ctx); err != nil {
+	two, _ := plain.NewSemaphore("k", 2)
+	if err := two.Lock(ctx); err != nil {
 		t.Fatalf("Acquire over a driver without records: %v", err)
 	}
-	three, _ := dlock.NewSemaphore(plain, "k", 3)
-	if err := three.TryAcquire(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
+	three, _ := plain.NewSemaphore("k", 3)
+	if err := three.TryLock(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
 		t.Errorf("3 permits beside a holder of 2, without records: %v; want ErrInvalidOption (the descriptions' check)", err)
 	}
-	_ = two.Release(ctx)
+	_ = two.Unlock(ctx)
 }
 
-// A Semaphore over a wrapped Locker (see election_test.go), with no Unwrap
-// method, still records its number of permits:
-// a client of another number is refused even when the first one's only
-// permit is above its N, and ResetSemaphore reaches the record too.
-func TestSemaphoreRecordThroughAWrappedLocker(t *testing.T) {
-	ctx := context.Background()
-	st := memory.NewStore()
-	open := func() dlock.Locker {
-		l, err := memory.New(st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.Close() })
-		return wrapped{l}
-	}
-	l1, l2 := open(), open()
-	var four []*dlock.Semaphore
-	for i := 0; i < 4; i++ {
-		s, _ := dlock.NewSemaphore(l2, "w", 4)
-		if err := s.Acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
-		four = append(four, s)
-	}
-	for _, s := range four {
-		if s.Slot() != 3 {
-			_ = s.Release(ctx)
-		}
-	}
-	two, _ := dlock.NewSemaphore(l1, "w", 2)
-	if err := two.TryAcquire(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
-		t.Fatalf("2 permits while a client of 4 holds slot 3, through a wrapped Locker: %v; want ErrInvalidOption", err)
-	}
-	for _, s := range four {
-		_ = s.Release(ctx)
-	}
-	if ok, err := dlock.ResetSemaphore(ctx, l1, "w", 4); err != nil || !ok {
-		t.Fatalf("ResetSemaphore through a wrapped Locker: %v, %v; want true", ok, err)
-	}
-	if err := two.TryAcquire(ctx); err != nil {
-		t.Fatalf("2 permits after the reset: %v", err)
-	}
-	_ = two.Release(ctx)
-}

@@ -14,15 +14,15 @@ import (
 // other until the instant until, and fails if any attempt returned holding
 // its lock before until: the holder's window was still open. It pauses a
 // few milliseconds between rounds.
-func probeUntil(t *testing.T, other dlock.Locker, until time.Time, what string, keys ...string) {
+func probeUntil(t *testing.T, other *dlock.Locker, until time.Time, what string, keys ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	set, err := dlock.NewMultiMutex(other, keys)
+	set, err := other.NewMultiMutex(keys)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms := make([]dlock.Mutex, len(keys))
+	ms := make([]*dlock.Mutex, len(keys))
 	for i, k := range keys {
 		if ms[i], err = other.NewMutex(k); err != nil {
 			t.Fatal(err)
@@ -55,11 +55,11 @@ func probeUntil(t *testing.T, other dlock.Locker, until time.Time, what string, 
 
 // waitTaken fails unless other can lock every key within d: the keys are
 // given back once the windows have passed.
-func waitTaken(t *testing.T, other dlock.Locker, d time.Duration, keys ...string) {
+func waitTaken(t *testing.T, other *dlock.Locker, d time.Duration, keys ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	set, err := dlock.NewMultiMutex(other, keys)
+	set, err := other.NewMultiMutex(keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestMultiMutexLossKeepsWindow(t *testing.T) {
 	ctx := context.Background()
 	ttl := time.Second
 	keys := []string{"a", "b", "c"}
-	mm, err := dlock.NewMultiMutex(l, keys, dlock.WithTTL(ttl), dlock.WithAutoRenew(false))
+	mm, err := l.NewMultiMutex(keys, dlock.WithTTL(ttl), dlock.WithAutoRenew(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestMultiMutexRenewalFailureKeepsWindow(t *testing.T) {
 	ctx := context.Background()
 	ttl := time.Second
 	keys := []string{"a", "b", "c"}
-	mm, err := dlock.NewMultiMutex(l, keys, dlock.WithTTL(ttl))
+	mm, err := l.NewMultiMutex(keys, dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestMultiMutexUnlockAfterLossReleases(t *testing.T) {
 	defer other.Close()
 	ctx := context.Background()
 	keys := []string{"a", "b"}
-	mm, err := dlock.NewMultiMutex(l, keys, dlock.WithTTL(time.Minute))
+	mm, err := l.NewMultiMutex(keys, dlock.WithTTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,18 +6,58 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/dlock-go/dlock/observe"
 	"sync"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
 )
 
-// mutex is the portable Mutex.
-type mutex struct {
-	l    *locker
+// Mutex is a distributed lock on one key.
+//
+// A Mutex is a handle for one holder. It is not reentrant: Lock on a Mutex
+// that holds its lock returns ErrAlreadyHeld. Its methods are safe for
+// concurrent use; concurrent Lock calls on one Mutex are served one after
+// the other, and one that finds the previous hold lost (not unlocked) goes
+// on to acquire rather than report ErrAlreadyHeld. Mutexes on the same key
+// made from the same Locker exclude each other, as Mutexes in different
+// processes do.
+//
+// # The rules every backend follows
+//
+// The conformance suite (package conformance) checks each of these on every
+// backend; the portable layer, not the driver, implements them.
+//
+//   - Acting under the lock. Done is a notification, not a guard: after a
+//     pause (SIGSTOP, a long GC, a suspended VM) timers fire late, so Done
+//     may still be open for a moment after the validity window ended. The
+//     check to make immediately before acting is Lease().Valid(), or the
+//     Err of the context Do hands out: both read the monotonic clock when
+//     called. Token, Lease, Done, Err and Do's context declare the hold lost
+//     as soon as the clock says its window has run down, whether or not the
+//     watchdog has run.
+//   - Why a hold ended. Err returns nil while the Mutex holds its lock (or
+//     never held it); afterwards ErrUnlocked, ErrClosed, or an error
+//     matching ErrLockLost and exactly one of ErrRenewalFailed,
+//     ErrReportedLost and ErrLeaseExpired, with the backend's detail
+//     wrapped. context.Cause of Do's context is the same error.
+//   - A Lock whose context ends while the key is held elsewhere returns an
+//     error matching the context's error and ErrNotAcquired (the backend
+//     answered that the key was held; this includes waiting behind another
+//     Mutex of the same Locker). It matches ErrUnavailable instead of
+//     ErrNotAcquired only when the backend never answered during the call.
+//   - Unlock after the hold was lost (and perhaps taken over) returns an
+//     error matching ErrLockLost and never ErrNotHeld, whether or not the
+//     loss had been noticed before Unlock. ErrNotHeld means the Mutex held
+//     nothing to unlock.
+//   - Do unlocks when fn returns, panics or calls runtime.Goexit; a panic
+//     goes on with its original value once the lock is released.
+//   - Close and calls in flight: see Locker.Close.
+type Mutex struct {
+	l    *Locker
 	key  string
 	opts options
-	obs  Observer // nil without one: every hook is one nil check
+	obs  observe.Observer // nil without one: every hook is one nil check
 
 	mu      sync.Mutex
 	h       *hold // current hold, nil when none
@@ -27,9 +67,10 @@ type mutex struct {
 // closedChan is returned by Done when nothing is held.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-func (m *mutex) Key() string { return m.key }
+// Key returns the key given to NewMutex.
+func (m *Mutex) Key() string { return m.key }
 
-func (m *mutex) current() *hold {
+func (m *Mutex) current() *hold {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.h
@@ -38,28 +79,34 @@ func (m *mutex) current() *hold {
 // live returns the current hold if it has not ended, looking at the clock
 // first: a hold whose validity window has run out is declared lost here,
 // whether or not the watchdog's timer has fired yet.
-func (m *mutex) live() *hold {
+func (m *Mutex) live() *hold {
 	if h := m.current(); h != nil && !h.checkClock() {
 		return h
 	}
 	return nil
 }
 
-func (m *mutex) Token() Token {
+// Token returns the fencing token of the current hold, 0 if none.
+func (m *Mutex) Token() Token {
 	if h := m.live(); h != nil {
 		return Token(h.dh.Token)
 	}
 	return 0
 }
 
-func (m *mutex) Lease() Lease {
+// Lease returns the current hold's lease; the zero Lease if none.
+func (m *Mutex) Lease() Lease {
 	if h := m.live(); h != nil {
 		return h.leaseNow()
 	}
 	return Lease{}
 }
 
-func (m *mutex) Done() <-chan struct{} {
+// Done returns a channel closed when the current hold ends: by Unlock,
+// Close, or loss, which is signalled before the lease can expire on the
+// server. With no hold it returns an already-closed channel. It is a
+// notification; check Lease().Valid() before acting.
+func (m *Mutex) Done() <-chan struct{} {
 	if h := m.current(); h != nil {
 		h.checkClock()
 		return h.done
@@ -67,7 +114,12 @@ func (m *mutex) Done() <-chan struct{} {
 	return closedChan
 }
 
-func (m *mutex) Err() error {
+// Err reports why the last hold ended: nil while held or if nothing
+// was ever held; ErrUnlocked after Unlock (or Do's return); ErrClosed
+// when the Locker was closed under the hold; an error matching
+// ErrLockLost and one of ErrRenewalFailed, ErrReportedLost and
+// ErrLeaseExpired when it was lost. A new Lock resets it to nil.
+func (m *Mutex) Err() error {
 	m.mu.Lock()
 	h, last := m.h, m.lastErr
 	m.mu.Unlock()
@@ -78,14 +130,14 @@ func (m *mutex) Err() error {
 	return h.endCause()
 }
 
-func (m *mutex) errorf(op string, err error) error {
+func (m *Mutex) errorf(op string, err error) error {
 	return fmt.Errorf("dlock: %s %q: %w", op, m.key, err)
 }
 
 // settle checks the Mutex's current hold before an acquire: a live hold is
 // ErrAlreadyHeld; a hold that was lost and never unlocked is cleaned up (the
 // release is guarded, it never frees a successor's lock).
-func (m *mutex) settle(ctx context.Context) error {
+func (m *Mutex) settle(ctx context.Context) error {
 	h := m.current()
 	if h == nil {
 		return nil
@@ -100,7 +152,7 @@ func (m *mutex) settle(ctx context.Context) error {
 }
 
 // begin checks what every acquire checks first.
-func (m *mutex) begin(ctx context.Context) error {
+func (m *Mutex) begin(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -109,7 +161,7 @@ func (m *mutex) begin(ctx context.Context) error {
 
 // finishCall maps the outcome of a call whose context cctx was derived by
 // locker.enter: a call cut short by Close reports ErrClosed.
-func (m *mutex) finishCall(op string, cctx context.Context, err error) error {
+func (m *Mutex) finishCall(op string, cctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -119,20 +171,22 @@ func (m *mutex) finishCall(op string, cctx context.Context, err error) error {
 	return m.errorf(op, err)
 }
 
-func (m *mutex) request() driver.Request {
+func (m *Mutex) request() driver.Request {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return driver.Request{Key: m.key, TTL: m.opts.ttl, Owner: hex.EncodeToString(b[:]), Meta: m.opts.meta}
 }
 
-func (m *mutex) TryLock(ctx context.Context) error {
+// TryLock makes one attempt. It returns ErrNotAcquired when the key is
+// held by another owner.
+func (m *Mutex) TryLock(ctx context.Context) error {
 	if m.obs != nil {
-		return m.observeAcquire(ctx, OpTryLock, m.tryLockCall)
+		return m.observeAcquire(ctx, observe.OpTryLock, m.tryLockCall)
 	}
 	return m.tryLockCall(ctx, nil)
 }
 
-func (m *mutex) tryLockCall(ctx context.Context, _ *Call) error {
+func (m *Mutex) tryLockCall(ctx context.Context, _ *observe.Call) error {
 	ctx, exit, err := m.l.enter(ctx, false)
 	if err != nil {
 		return m.errorf("trylock", err)
@@ -141,7 +195,7 @@ func (m *mutex) tryLockCall(ctx context.Context, _ *Call) error {
 	return m.finishCall("trylock", ctx, m.tryLock(ctx))
 }
 
-func (m *mutex) tryLock(ctx context.Context) error {
+func (m *Mutex) tryLock(ctx context.Context) error {
 	if err := m.begin(ctx); err != nil {
 		return err
 	}
@@ -158,14 +212,19 @@ func (m *mutex) tryLock(ctx context.Context) error {
 	return m.held(ctx, gt, dh, sent)
 }
 
-func (m *mutex) Lock(ctx context.Context) error {
+// Lock blocks until the lock is held or ctx ends. Waiting is driven by
+// the backend's notifications, never by polling on a fixed interval.
+// When ctx ends first, Lock leaves nothing behind on the server and
+// returns an error matching ctx.Err() and ErrNotAcquired, or, if the
+// backend never answered, ctx.Err() and ErrUnavailable.
+func (m *Mutex) Lock(ctx context.Context) error {
 	if m.obs != nil {
-		return m.observeAcquire(ctx, OpLock, m.lockCall)
+		return m.observeAcquire(ctx, observe.OpLock, m.lockCall)
 	}
 	return m.lockCall(ctx, nil)
 }
 
-func (m *mutex) lockCall(ctx context.Context, c *Call) error {
+func (m *Mutex) lockCall(ctx context.Context, c *observe.Call) error {
 	ctx, exit, err := m.l.enter(ctx, false)
 	if err != nil {
 		return m.errorf("lock", err)
@@ -176,33 +235,34 @@ func (m *mutex) lockCall(ctx context.Context, c *Call) error {
 
 // observeAcquire runs a Lock or TryLock call between the observer's Begin
 // and End.
-func (m *mutex) observeAcquire(ctx context.Context, op Op, call func(context.Context, *Call) error) error {
+func (m *Mutex) observeAcquire(ctx context.Context, op observe.Op, call func(context.Context, *observe.Call) error) error {
 	c := m.call(op)
 	ctx = m.obs.Begin(ctx, c)
 	err := call(ctx, &c)
-	r := Result{Outcome: lockOutcome(ctx, err), Err: err, Duration: time.Since(c.Start)}
+	r := observe.Result{Outcome: lockOutcome(ctx, err), Err: err, Duration: time.Since(c.Start)}
 	if err == nil {
 		if h := m.current(); h != nil {
-			r.Lease = h.leaseNow()
-			r.Token = r.Lease.Token
+			ls := h.leaseNow()
+			r.TTL, r.Expires = ls.TTL, ls.Expires
+			r.Token = uint64(ls.Token)
 		}
 	}
 	m.obs.End(ctx, c, r)
 	return err
 }
 
-func (m *mutex) call(op Op) Call {
-	return Call{Op: op, Backend: m.opts.backend, Key: m.key, Start: time.Now()}
+func (m *Mutex) call(op observe.Op) observe.Call {
+	return observe.Call{Op: op, Backend: m.opts.backend, Key: m.key, Start: time.Now()}
 }
 
 // step reports a step of the wait; c is nil without an observer.
-func (m *mutex) step(ctx context.Context, c *Call, s Step) {
+func (m *Mutex) step(ctx context.Context, c *observe.Call, s observe.Step) {
 	if c != nil {
 		m.obs.Step(ctx, *c, s)
 	}
 }
 
-func (m *mutex) lock(ctx context.Context, c *Call) error {
+func (m *Mutex) lock(ctx context.Context, c *observe.Call) error {
 	if err := m.begin(ctx); err != nil {
 		return err
 	}
@@ -225,7 +285,7 @@ func (m *mutex) lock(ctx context.Context, c *Call) error {
 		sent time.Time
 	)
 	if m.l.acq != nil {
-		m.step(ctx, c, StepQueued)
+		m.step(ctx, c, observe.StepQueued)
 		sent = time.Now()
 		dh, err = m.l.acq.Acquire(ctx, m.request())
 		if err != nil {
@@ -249,7 +309,7 @@ func (m *mutex) lock(ctx context.Context, c *Call) error {
 // uncontended Lock costs one round trip), followed by a second attempt that
 // catches a release that happened before the watch existed; with a driver's
 // wake queue (driver.LockWatcher), before the first attempt instead.
-func (m *mutex) acquireLoop(ctx context.Context, c *Call) (driver.Hold, time.Time, error) {
+func (m *Mutex) acquireLoop(ctx context.Context, c *observe.Call) (driver.Hold, time.Time, error) {
 	var (
 		w        driver.Watch
 		answered bool // the backend has answered at least once
@@ -286,14 +346,14 @@ func (m *mutex) acquireLoop(ctx context.Context, c *Call) (driver.Hold, time.Tim
 		}
 		answered = true
 		if first && w != nil {
-			m.step(ctx, c, StepWatch)
+			m.step(ctx, c, observe.StepWatch)
 		}
 		if w == nil {
 			if w, err = m.watchLock(ctx); err != nil {
 				w = nil
 				return dh, sent, classify(ctx, err, answered)
 			}
-			m.step(ctx, c, StepWatch)
+			m.step(ctx, c, observe.StepWatch)
 			continue // try again now that no release can be missed
 		}
 		wait := m.opts.ttl
@@ -314,9 +374,9 @@ func (m *mutex) acquireLoop(ctx context.Context, c *Call) (driver.Hold, time.Tim
 				_ = w.Close()
 				w = nil
 			}
-			m.step(ctx, c, StepWoken)
+			m.step(ctx, c, observe.StepWoken)
 		case <-timer.C:
-			m.step(ctx, c, StepRetry)
+			m.step(ctx, c, observe.StepRetry)
 		case <-ctx.Done():
 			return dh, sent, classify(ctx, ctx.Err(), answered)
 		case <-m.l.closed:
@@ -327,7 +387,7 @@ func (m *mutex) acquireLoop(ctx context.Context, c *Call) (driver.Hold, time.Tim
 
 // watchLock watches the key for this Lock: with the driver's wake queue
 // when it has one (driver.LockWatcher), else with Watch.
-func (m *mutex) watchLock(ctx context.Context) (driver.Watch, error) {
+func (m *Mutex) watchLock(ctx context.Context) (driver.Watch, error) {
 	if lw, ok := m.l.drv.(driver.LockWatcher); ok {
 		return lw.WatchLock(ctx, m.key)
 	}
@@ -363,7 +423,7 @@ func classify(ctx context.Context, err error, answered bool) error {
 // hold dates from a lease extension long before the grant, Hold.Since) is
 // given back, never reported acquired; so is a grant that arrives after
 // Close began.
-func (m *mutex) held(ctx context.Context, gt *gate, dh driver.Hold, sent time.Time) error {
+func (m *Mutex) held(ctx context.Context, gt *gate, dh driver.Hold, sent time.Time) error {
 	if !dh.Since.IsZero() {
 		sent = dh.Since
 	}
@@ -386,22 +446,28 @@ func (m *mutex) held(ctx context.Context, gt *gate, dh driver.Hold, sent time.Ti
 	return nil
 }
 
-func (m *mutex) Unlock(ctx context.Context) error {
+// Unlock releases the lock. It returns ErrNotHeld when this Mutex does
+// not hold it, and ErrLockLost (after trying to release anyway, safely)
+// when the hold was lost before Unlock. The release does not stop when
+// ctx ends: a deferred Unlock(r.Context()) whose client went away still
+// gives the key back, with up to 5 s more after ctx ended, rather than
+// leaving it held on the server for a whole lease.
+func (m *Mutex) Unlock(ctx context.Context) error {
 	if m.obs == nil {
 		return m.unlock(ctx)
 	}
-	c := m.call(OpUnlock)
+	c := m.call(observe.OpUnlock)
 	ctx = m.obs.Begin(ctx, c)
-	var tok Token
+	var tok uint64
 	if h := m.current(); h != nil {
-		tok = Token(h.dh.Token)
+		tok = h.dh.Token
 	}
 	err := m.unlock(ctx)
-	m.obs.End(ctx, c, Result{Outcome: unlockOutcome(err), Err: err, Token: tok, Duration: time.Since(c.Start)})
+	m.obs.End(ctx, c, observe.Result{Outcome: unlockOutcome(err), Err: err, Token: tok, Duration: time.Since(c.Start)})
 	return err
 }
 
-func (m *mutex) unlock(ctx context.Context) error {
+func (m *Mutex) unlock(ctx context.Context) error {
 	ctx, cancel := releaseContext(ctx)
 	defer cancel()
 	ctx, exit, err := m.l.enter(ctx, true)
@@ -421,7 +487,7 @@ func (m *mutex) unlock(ctx context.Context) error {
 // released (safely: only if it is still h's), and the gate opens. why is
 // the cause recorded for a hold that had not ended yet (ErrUnlocked,
 // ErrClosed); nil when cleaning up a hold known to be lost.
-func (m *mutex) release(ctx context.Context, h *hold, why error) error {
+func (m *Mutex) release(ctx context.Context, h *hold, why error) error {
 	m.mu.Lock()
 	if m.h != h { // released concurrently (Unlock racing Close)
 		m.mu.Unlock()
@@ -455,7 +521,9 @@ func (m *mutex) release(ctx context.Context, h *hold, why error) error {
 	return err
 }
 
-func (m *mutex) Renew(ctx context.Context) error {
+// Renew extends the lease to a full TTL from now. It returns ErrNotHeld
+// when nothing is held and ErrLockLost when the hold was lost.
+func (m *Mutex) Renew(ctx context.Context) error {
 	ctx, exit, err := m.l.enter(ctx, false)
 	if err != nil {
 		return m.errorf("renew", err)

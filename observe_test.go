@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/dlock-go/dlock/observe"
 	"log/slog"
 	"strings"
 	"sync"
@@ -28,23 +29,23 @@ func (r *recorder) add(s string) {
 	r.mu.Unlock()
 }
 
-func (r *recorder) Begin(ctx context.Context, c dlock.Call) context.Context {
+func (r *recorder) Begin(ctx context.Context, c observe.Call) context.Context {
 	r.add("begin " + c.Op.String() + " " + c.Backend + " " + c.Key)
 	return ctx
 }
-func (r *recorder) Step(_ context.Context, c dlock.Call, s dlock.Step) {
+func (r *recorder) Step(_ context.Context, c observe.Call, s observe.Step) {
 	r.add("step " + c.Op.String() + " " + s.String())
 }
-func (r *recorder) End(_ context.Context, c dlock.Call, res dlock.Result) {
+func (r *recorder) End(_ context.Context, c observe.Call, res observe.Result) {
 	s := "end " + c.Op.String() + " " + string(res.Outcome)
 	if c.Watchdog {
 		s += " watchdog"
 	}
 	r.add(s)
 }
-func (r *recorder) HoldEnd(e dlock.HoldEnd) {
+func (r *recorder) HoldEnd(e observe.HoldEnd) {
 	if e.Lost {
-		r.add("hold lost " + dlock.LossCause(e.Cause))
+		r.add("hold lost " + observe.LossCause(e.Cause))
 		return
 	}
 	r.add("hold ended " + e.Cause.Error())
@@ -162,10 +163,10 @@ func BenchmarkLockUnlockMem(b *testing.B) {
 
 type noop struct{}
 
-func (noop) Begin(ctx context.Context, _ dlock.Call) context.Context { return ctx }
-func (noop) Step(context.Context, dlock.Call, dlock.Step)            {}
-func (noop) End(context.Context, dlock.Call, dlock.Result)           {}
-func (noop) HoldEnd(dlock.HoldEnd)                                   {}
+func (noop) Begin(ctx context.Context, _ observe.Call) context.Context { return ctx }
+func (noop) Step(context.Context, observe.Call, observe.Step)          {}
+func (noop) End(context.Context, observe.Call, observe.Result)         {}
+func (noop) HoldEnd(observe.HoldEnd)                                   {}
 
 func BenchmarkLockUnlockMemNoopObserver(b *testing.B) {
 	benchLockUnlock(b, dlock.WithObserver(noop{}))
@@ -198,7 +199,7 @@ type blockingEnd struct {
 	release chan struct{}
 }
 
-func (b blockingEnd) HoldEnd(dlock.HoldEnd) {
+func (b blockingEnd) HoldEnd(observe.HoldEnd) {
 	close(b.entered)
 	<-b.release
 }

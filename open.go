@@ -82,7 +82,7 @@ func Schemes() []string {
 // opts set the defaults of every Mutex made from the Locker, as NewLocker's
 // do (WithObserver, WithLogger, WithTTL, ...); the URL's ttl and autorenew
 // parameters, when given, win over them.
-func Open(ctx context.Context, rawURL string, opts ...Option) (Locker, error) {
+func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidURL, err)

@@ -117,7 +117,7 @@ func TestRegisterMisuse(t *testing.T) {
 // Two Opens of one mem:// name share a store; other names do not.
 func TestOpenNamedMemoryStores(t *testing.T) {
 	ctx := context.Background()
-	open := func(u string) dlock.Locker {
+	open := func(u string) *dlock.Locker {
 		l, err := dlock.Open(ctx, u)
 		if err != nil {
 			t.Fatal(err)
@@ -138,7 +138,7 @@ func TestOpenNamedMemoryStores(t *testing.T) {
 	if err := mc.TryLock(ctx); err != nil {
 		t.Fatalf("other store name: TryLock = %v", err)
 	}
-	if got := mb.(interface{ Key() string }).Key(); got != "k" {
+	if got := mb.Key(); got != "k" {
 		t.Fatalf("Key() = %q", got)
 	}
 }

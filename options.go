@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"fmt"
+	"github.com/dlock-go/dlock/observe"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
@@ -35,14 +36,30 @@ type options struct {
 	ttl       time.Duration
 	ttlSet    bool // given by WithTTL: never adjusted, refused if out of bounds
 	autoRenew bool
-	observers []Observer
+	observers []observe.Observer
 	meta      string // WithOwner; defaultOwner() unless metaSet
 	metaSet   bool
 	backend   string // the URL scheme, set by Open
+	onClose   []func() error
 }
 
 func defaultOptions() options {
 	return options{ttl: DefaultTTL, autoRenew: true}
+}
+
+// WithOnClose has the Locker call fn once it has closed: after Close has
+// released every hold and closed the backend's driver. Give it to a
+// backend's New over a client the program made for that Locker alone, so
+// that closing the Locker closes the client too. Given more than once, the
+// functions run in the order given and Close returns their errors joined.
+// It applies to a Locker (NewLocker, Open, a backend's New); a lock's
+// constructor ignores it.
+func WithOnClose(fn func() error) Option {
+	return func(o *options) {
+		if fn != nil {
+			o.onClose = append(o.onClose[:len(o.onClose):len(o.onClose)], fn)
+		}
+	}
 }
 
 // WithTTL sets the lease length. The backend may round it up (etcd: whole

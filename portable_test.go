@@ -77,7 +77,7 @@ func (w *countedWatch) Close() error {
 	return w.Watch.Close()
 }
 
-func newFaulty(t *testing.T, s *memory.Store, opts ...dlock.Option) (*faulty, dlock.Locker) {
+func newFaulty(t *testing.T, s *memory.Store, opts ...dlock.Option) (*faulty, *dlock.Locker) {
 	t.Helper()
 	f := &faulty{Locker: s.Driver()}
 	l, err := dlock.NewLocker(f, opts...)
@@ -88,7 +88,7 @@ func newFaulty(t *testing.T, s *memory.Store, opts ...dlock.Option) (*faulty, dl
 	return f, l
 }
 
-func lockNew(t *testing.T, l dlock.Locker, key string, opts ...dlock.Option) dlock.Mutex {
+func lockNew(t *testing.T, l *dlock.Locker, key string, opts ...dlock.Option) *dlock.Mutex {
 	t.Helper()
 	m, err := l.NewMutex(key, opts...)
 	if err != nil {

@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"errors"
+	"github.com/dlock-go/dlock/observe"
 	"sync"
 	"time"
 
@@ -53,7 +54,7 @@ const (
 // (a timer's Reset does not wake anyone), so that a hold granted or ended
 // costs no goroutine switch.
 type scheduler struct {
-	l     *locker
+	l     *Locker
 	batch driver.BatchRenewer // nil unless the driver renews in batches
 	epoch time.Time           // origin of the renewal grid (align)
 
@@ -69,7 +70,7 @@ type scheduler struct {
 	lossers    int         // loss lane goroutines running
 }
 
-func newScheduler(l *locker) *scheduler {
+func newScheduler(l *Locker) *scheduler {
 	s := &scheduler{l: l, epoch: time.Now(), timer: time.NewTimer(time.Hour)}
 	s.timer.Stop()
 	if b, ok := l.drv.(driver.BatchRenewer); ok {
@@ -341,7 +342,7 @@ func (s *scheduler) renewBatch(hs []*hold) {
 	round.left.Store(int32(len(live)))
 	dhs := make([]driver.Hold, len(live))
 	var (
-		calls []Call // with an observer only
+		calls []observe.Call // with an observer only
 		octx  []context.Context
 	)
 	for i, h := range live {
@@ -353,9 +354,9 @@ func (s *scheduler) renewBatch(hs []*hold) {
 		h.mu.Unlock()
 		if o := h.obs; o != nil {
 			if calls == nil {
-				calls, octx = make([]Call, len(live)), make([]context.Context, len(live))
+				calls, octx = make([]observe.Call, len(live)), make([]context.Context, len(live))
 			}
-			calls[i] = h.m.call(OpRenew)
+			calls[i] = h.m.call(observe.OpRenew)
 			calls[i].Watchdog = true
 			octx[i] = o.Begin(ctx, calls[i])
 		}
@@ -380,10 +381,11 @@ func (s *scheduler) renewBatch(hs []*hold) {
 		}
 		err = h.renewed(ctx, sent, ttl, err)
 		if o := h.obs; o != nil {
-			r := Result{Outcome: renewOutcome(err, h.unlocked()), Err: err, Token: Token(h.dh.Token), Duration: time.Since(calls[i].Start)}
+			r := observe.Result{Outcome: renewOutcome(err, h.unlocked()), Err: err, Token: h.dh.Token, Duration: time.Since(calls[i].Start)}
 			if err == nil {
 				r.Margin = time.Until(before)
-				r.Lease = h.leaseNow()
+				ls := h.leaseNow()
+				r.TTL, r.Expires = ls.TTL, ls.Expires
 			}
 			o.End(octx[i], calls[i], r)
 		}

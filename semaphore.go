@@ -17,87 +17,30 @@ import (
 const MaxPermits = 1024
 
 // Semaphore is one holder's handle on a counting semaphore: at most N
-// holders at a time, across processes, on any backend.
+// holders at a time, across processes, on any backend. Make one with
+// Locker.NewSemaphore.
 //
-// # Design
-//
-// The N permits are N permit slots, each an ordinary lock on its own key
-// (PermitKey: the semaphore's key, "#permit/", the slot number). A permit
-// is a hold of one slot, so it is a Mutex hold in every respect: a lease
-// renewed by the watchdog, a fencing token strictly greater than the
-// slot's previous holder's (fence on PermitKey with Token), a loss signal
-// (Done, Err) closed before the lease can expire on the server. Never more
-// than N holders inside their validity windows follows from exclusion on
-// each of the N slot keys; nothing else has to be trusted. A holder that
-// crashes gives its slot back when its lease runs out.
-//
-// Acquire tries the slots once each, from a random one on, and when all
-// are taken waits for every slot at once, each with Mutex.Lock: on the
-// backend's notifications (pub/sub on Redis, a queue entry watched on etcd
-// and ZooKeeper, blocking queries on Consul, LISTEN on PostgreSQL) and on
-// a timer at the holder's remaining lease (an expiry publishes nothing).
-// The first slot granted is kept, the other waits are called off, and a
-// slot granted meanwhile is given back: waiters are notified, never polled
-// on a fixed interval.
-//
-// Ideas taken: from Redisson's RPermitExpirableSemaphore, that each
-// permit is an entry of its own with its own expiry, released only by its
-// holder (here a lease on a slot key, with its own fencing token; Redisson
-// keeps the count on the server, set once by trySetPermits). From Consul's
-// semaphore, that the limit is recorded with the holders and a client
-// whose limit differs is refused (Consul keeps it in the one lock key that
-// every acquire updates by check-and-set; here it is a record of its own,
-// written once, so acquires do not serialise on it). Curator's
-// InterProcessSemaphoreV2 (a mutex guarding the creation of lease nodes
-// and a count of them, N each client's own unless a shared count node is
-// used) shows the failure the check guards against: clients with
-// different N mixing silently.
-//
-// # Clients that disagree on N
-//
-// The key's record (driver.Recorder, kept by every dlock backend apart
-// from the key's locks) holds N: "permits=N". Every Acquire and
-// TryAcquire writes it if the key has none, or reads it, before it takes
-// a permit, and returns an error matching
-// ErrInvalidOption if it says another number. The record is a
-// create-if-absent as linearizable as the backend's locks, so of clients
-// that disagree on N, those of one number are refused before they hold
-// anything, whatever the order and timing. It outlives every permit:
-// ResetSemaphore deletes it, for a deployment that changes N once no
-// client of the old number runs.
-//
-// A second check remains, for a Locker whose driver keeps no records (a
-// third-party driver) and as a backstop: every permit's owner description
-// (Inspect, WithOwner) starts with "permits=N ", and after taking a slot,
-// Acquire inspects every other slot of its own N and the slot just past
-// them, and gives its permit back with an ErrInvalidOption error if a
-// holder's N differs, or if that next slot is held. Alone, that check
-// leaves a window: a client with a larger N holding only slots numbered
-// above the smaller N is not seen by the smaller clients.
-//
-// # Cost
-//
-// Every Acquire first reads (or writes) the record: one round trip (one
-// per instance, in parallel, on Redlock). An Acquire with
-// a slot free costs one acquisition per slot tried (one round trip on
-// Redis, see MultiMutex for the others) plus N inspections, one round trip
-// each, for the second check; when every slot is taken, N
-// attempts, then N Locks at once (N waits on the server: N subscriptions
-// on Redis, N queue entries on etcd and ZooKeeper, N blocking queries on
-// Consul, and N goroutines in the process), called off when one is granted.
-// Release is one release. The watchdog renews the permit (one
-// renewal every TTL/3). Keep N small (at most MaxPermits).
+// Its permits are N permit slots, each an ordinary lock on its own key
+// (PermitKey), so a permit is a Mutex hold in every respect: a lease renewed
+// by the watchdog, a fencing token per slot (fence on PermitKey with Token),
+// a loss signal (Done, Err) closed before the lease can expire on the
+// server. Lock tries the slots once each, then waits on all of them at once
+// on the backend's notifications. Every client of a key must use one N: the
+// key's record (written once, read by every Lock) refuses a client of
+// another number with ErrInvalidOption before it holds anything.
+// docs/semaphore.md has the design, the ideas taken from Redisson, Consul and
+// Curator, and the cost per backend.
 //
 // A Semaphore's methods are safe for concurrent use; it holds at most one
-// permit (Acquire while holding returns ErrAlreadyHeld). Make one
-// Semaphore per permit a process wants to hold.
+// permit (Lock while holding returns ErrAlreadyHeld). Make one Semaphore
+// per permit a process wants to hold.
 type Semaphore struct {
-	l     Locker
+	l     *Locker
 	key   string
 	n     int
-	slots []Mutex
+	slots []*Mutex
 
-	sem chan struct{} // serialises Acquire, TryAcquire and Release
+	sem chan struct{} // serialises Lock, TryLock and Unlock
 
 	mu   sync.Mutex
 	cur  int // the slot held, -1 when none
@@ -128,9 +71,9 @@ func permitsOf(meta string) (int, bool) {
 // same number of permits (see the type's documentation). permits outside
 // [1, MaxPermits] is an ErrInvalidOption error; an empty or over-long key
 // an ErrInvalidKey error.
-func NewSemaphore(l Locker, key string, permits int, opts ...Option) (*Semaphore, error) {
-	if l == nil {
-		return nil, fmt.Errorf("%w: NewSemaphore with a nil Locker", ErrInvalidOption)
+func (l *Locker) NewSemaphore(key string, permits int, opts ...Option) (*Semaphore, error) {
+	if err := l.checkOpen(); err != nil {
+		return nil, err
 	}
 	if permits < 1 || permits > MaxPermits {
 		return nil, fmt.Errorf("%w: a semaphore needs from 1 to %d permits, got %d", ErrInvalidOption, MaxPermits, permits)
@@ -142,11 +85,8 @@ func NewSemaphore(l Locker, key string, permits int, opts ...Option) (*Semaphore
 		return nil, fmt.Errorf("%w: key too long for its permit keys", ErrInvalidKey)
 	}
 	// The owner description the permits would have had: the Locker's
-	// default (when l is the portable Locker itself) or the options'.
-	o := defaultOptions()
-	if pl, ok := l.(*locker); ok {
-		o = pl.defaults
-	}
+	// default or the options'.
+	o := l.defaults
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -200,7 +140,7 @@ func (s *Semaphore) enter(ctx context.Context) error {
 func (s *Semaphore) leave() { <-s.sem }
 
 // held returns the slot Mutex of the current permit, nil when none.
-func (s *Semaphore) held() Mutex {
+func (s *Semaphore) held() *Mutex {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cur < 0 {
@@ -210,7 +150,7 @@ func (s *Semaphore) held() Mutex {
 }
 
 // lastSlot returns the slot Mutex of the current or last permit.
-func (s *Semaphore) lastSlot() Mutex {
+func (s *Semaphore) lastSlot() *Mutex {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.last < 0 {
@@ -238,19 +178,19 @@ func (s *Semaphore) settle(ctx context.Context) error {
 	return nil
 }
 
-// Acquire blocks until this Semaphore holds a permit or ctx ends. When ctx
+// Lock blocks until this Semaphore holds a permit or ctx ends. When ctx
 // ends first it leaves nothing behind and returns an error matching ctx's
 // error and ErrNotAcquired (every permit was held), or ErrUnavailable if
 // the backend never answered. A disagreement on N is an ErrInvalidOption
 // error; Close of the Locker makes it return ErrClosed at once.
-func (s *Semaphore) Acquire(ctx context.Context) error {
-	return s.acquire(ctx, "acquire", true)
+func (s *Semaphore) Lock(ctx context.Context) error {
+	return s.acquire(ctx, "lock", true)
 }
 
-// TryAcquire tries every permit slot once and returns an error matching
+// TryLock tries every permit slot once and returns an error matching
 // ErrNotAcquired if all N are held.
-func (s *Semaphore) TryAcquire(ctx context.Context) error {
-	return s.acquire(ctx, "tryacquire", false)
+func (s *Semaphore) TryLock(ctx context.Context) error {
+	return s.acquire(ctx, "trylock", false)
 }
 
 func (s *Semaphore) acquire(ctx context.Context, op string, wait bool) error {
@@ -373,29 +313,29 @@ func describePermits(n int, ok bool) string {
 	return strconv.Itoa(n)
 }
 
-// Release gives the permit back. It returns ErrNotHeld when this Semaphore
+// Unlock gives the permit back. It returns ErrNotHeld when this Semaphore
 // holds none, and an error matching ErrLockLost when the permit was lost
-// before Release. As Mutex.Unlock, it gives the permit back even when ctx
+// before Unlock. As Mutex.Unlock, it gives the permit back even when ctx
 // has ended.
-func (s *Semaphore) Release(ctx context.Context) error {
+func (s *Semaphore) Unlock(ctx context.Context) error {
 	if s.held() == nil {
-		return s.errorf("release", ErrNotHeld)
+		return s.errorf("unlock", ErrNotHeld)
 	}
 	ctx, cancel := releaseContext(ctx)
 	defer cancel()
 	if err := s.enter(ctx); err != nil {
-		return s.errorf("release", err)
+		return s.errorf("unlock", err)
 	}
 	defer s.leave()
 	m := s.held()
 	if m == nil {
-		return s.errorf("release", ErrNotHeld)
+		return s.errorf("unlock", ErrNotHeld)
 	}
 	s.mu.Lock()
 	s.cur = -1
 	s.mu.Unlock()
 	if err := m.Unlock(ctx); err != nil {
-		return s.errorf("release", err)
+		return s.errorf("unlock", err)
 	}
 	return nil
 }
@@ -435,7 +375,7 @@ func (s *Semaphore) Lease() Lease {
 	return Lease{}
 }
 
-// Done returns a channel closed when the permit ends: by Release, by Close
+// Done returns a channel closed when the permit ends: by Unlock, by Close
 // of the Locker, or by loss (signalled before the lease can expire on the
 // server). With no permit it returns an already-closed channel.
 func (s *Semaphore) Done() <-chan struct{} {
@@ -446,11 +386,25 @@ func (s *Semaphore) Done() <-chan struct{} {
 }
 
 // Err reports why the last permit ended, as Mutex.Err does for a hold: nil
-// while held or if none was ever held, ErrUnlocked after Release,
+// while held or if none was ever held, ErrUnlocked after Unlock,
 // ErrClosed, or an error matching ErrLockLost and the kind of loss.
 func (s *Semaphore) Err() error {
 	if m := s.lastSlot(); m != nil {
 		return m.Err()
+	}
+	return nil
+}
+
+// Renew extends the permit's lease to a full TTL from now (the watchdog
+// does it on its own). It returns ErrNotHeld when no permit is held and an
+// error matching ErrLockLost when it was lost.
+func (s *Semaphore) Renew(ctx context.Context) error {
+	m := s.held()
+	if m == nil {
+		return s.errorf("renew", ErrNotHeld)
+	}
+	if err := m.Renew(ctx); err != nil {
+		return s.errorf("renew", err)
 	}
 	return nil
 }

@@ -16,18 +16,11 @@ import (
 
 func recordValue(n int) string { return "permits=" + strconv.Itoa(n) }
 
-// recorderOf returns the portable Locker behind m and its backend's
-// Recorder, found through a Mutex so that a Locker the program wraps (one
-// that closes a client of its own with it, say) still leads to it; a nil
-// Recorder when m is not dlock's own Mutex or the driver keeps no records
-// (a third-party driver).
-func recorderOf(m Mutex) (*locker, driver.Recorder) {
-	mm, ok := m.(*mutex)
-	if !ok {
-		return nil, nil
-	}
-	r, _ := mm.l.drv.(driver.Recorder)
-	return mm.l, r
+// recorder returns the backend's Recorder; nil when the driver keeps no
+// records (a third-party driver).
+func (l *Locker) recorder() driver.Recorder {
+	r, _ := l.drv.(driver.Recorder)
+	return r
 }
 
 // checkRecord makes sure the key's record says this Semaphore's N, writing
@@ -35,11 +28,11 @@ func recorderOf(m Mutex) (*locker, driver.Recorder) {
 // client of the old number started after a ResetSemaphore is refused once
 // the new number is recorded, not trusted from an earlier read.
 func (s *Semaphore) checkRecord(ctx context.Context) error {
-	pl, rec := recorderOf(s.slots[0])
+	rec := s.l.recorder()
 	if rec == nil {
 		return nil // the check of the other permits' descriptions remains
 	}
-	if err := pl.checkOpen(); err != nil {
+	if err := s.l.checkOpen(); err != nil {
 		return err
 	}
 	want := recordValue(s.n)
@@ -48,7 +41,7 @@ func (s *Semaphore) checkRecord(ctx context.Context) error {
 		return fmt.Errorf("reading the number of permits: %w", classify(ctx, err, false))
 	}
 	if got != want {
-		return fmt.Errorf("%w: the semaphore is recorded with %s, this client uses %d permits (every client of a key must use one number; ResetSemaphore changes it once no client of the other number runs)", ErrInvalidOption, describeRecord(got), s.n)
+		return fmt.Errorf("%w: the semaphore is recorded with %s, this client uses %d permits (every client of a key must use one number; Locker.ResetSemaphore changes it once no client of the other number runs)", ErrInvalidOption, describeRecord(got), s.n)
 	}
 	return nil
 }
@@ -67,11 +60,8 @@ func describeRecord(v string) string {
 // slots is held: reset a semaphore only when no client of the old number
 // runs (one that starts meanwhile writes the old number again, and then
 // the new clients are refused, not mixed in).
-func ResetSemaphore(ctx context.Context, l Locker, key string, permits int) (bool, error) {
+func (l *Locker) ResetSemaphore(ctx context.Context, key string, permits int) (bool, error) {
 	wrap := func(err error) error { return fmt.Errorf("dlock: reset semaphore %q: %w", key, err) }
-	if l == nil {
-		return false, wrap(fmt.Errorf("%w: a nil Locker", ErrInvalidOption))
-	}
 	if permits < 1 || permits > MaxPermits {
 		return false, wrap(fmt.Errorf("%w: a semaphore has from 1 to %d permits, got %d", ErrInvalidOption, MaxPermits, permits))
 	}
@@ -81,16 +71,12 @@ func ResetSemaphore(ctx context.Context, l Locker, key string, permits int) (boo
 	if err := ctx.Err(); err != nil {
 		return false, wrap(err)
 	}
-	m, err := l.NewMutex(key)
-	if err != nil {
+	if err := l.checkOpen(); err != nil {
 		return false, wrap(err)
 	}
-	pl, rec := recorderOf(m)
+	rec := l.recorder()
 	if rec == nil {
 		return false, wrap(fmt.Errorf("the backend keeps no records: %w", errors.ErrUnsupported))
-	}
-	if err := pl.checkOpen(); err != nil {
-		return false, wrap(err)
 	}
 	for i := 0; i < permits; i++ {
 		info, err := l.Inspect(ctx, permitKey(key, i))

@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"github.com/dlock-go/dlock/observe"
 	"log/slog"
 )
 
@@ -19,35 +20,35 @@ func WithLogger(l *slog.Logger) Option {
 
 type slogObserver struct{ l *slog.Logger }
 
-func (s slogObserver) Begin(ctx context.Context, _ Call) context.Context { return ctx }
+func (s slogObserver) Begin(ctx context.Context, _ observe.Call) context.Context { return ctx }
 
-func (s slogObserver) Step(context.Context, Call, Step) {}
+func (s slogObserver) Step(context.Context, observe.Call, observe.Step) {}
 
-func (s slogObserver) End(ctx context.Context, c Call, r Result) {
+func (s slogObserver) End(ctx context.Context, c observe.Call, r observe.Result) {
 	switch {
-	case (c.Op == OpLock || c.Op == OpTryLock) && r.Outcome == OutcomeAcquired:
+	case (c.Op == observe.OpLock || c.Op == observe.OpTryLock) && r.Outcome == observe.OutcomeAcquired:
 		s.l.LogAttrs(ctx, slog.LevelDebug, "dlock: acquired",
 			slog.String("backend", c.Backend), slog.String("key", c.Key),
-			slog.Uint64("token", uint64(r.Token)), slog.Duration("wait", r.Duration),
-			slog.Duration("ttl", r.Lease.TTL))
-	case c.Op == OpRenew && r.Outcome == OutcomeFailed:
+			slog.Uint64("token", r.Token), slog.Duration("wait", r.Duration),
+			slog.Duration("ttl", r.TTL))
+	case c.Op == observe.OpRenew && r.Outcome == observe.OutcomeFailed:
 		s.l.LogAttrs(ctx, slog.LevelWarn, "dlock: renewal failed; retrying",
 			slog.String("backend", c.Backend), slog.String("key", c.Key),
-			slog.Uint64("token", uint64(r.Token)), slog.Bool("watchdog", c.Watchdog),
+			slog.Uint64("token", r.Token), slog.Bool("watchdog", c.Watchdog),
 			slog.Any("error", r.Err))
 	}
 }
 
-func (s slogObserver) HoldEnd(e HoldEnd) {
+func (s slogObserver) HoldEnd(e observe.HoldEnd) {
 	if e.Lost {
 		s.l.LogAttrs(context.Background(), slog.LevelError, "dlock: lock lost",
 			slog.String("backend", e.Backend), slog.String("key", e.Key),
-			slog.Uint64("token", uint64(e.Token)), slog.String("cause", LossCause(e.Cause)),
+			slog.Uint64("token", e.Token), slog.String("cause", observe.LossCause(e.Cause)),
 			slog.Duration("held", e.Held), slog.Any("error", e.Cause))
 		return
 	}
 	s.l.LogAttrs(context.Background(), slog.LevelDebug, "dlock: released",
 		slog.String("backend", e.Backend), slog.String("key", e.Key),
-		slog.Uint64("token", uint64(e.Token)), slog.Duration("held", e.Held),
+		slog.Uint64("token", e.Token), slog.Duration("held", e.Held),
 		slog.Any("reason", e.Cause))
 }

@@ -25,7 +25,7 @@ func RunBenchmarks(b *testing.B, h Harness) {
 	b.Run("Contended", s.benchContended)
 }
 
-func (s *suite) benchLocker(b *testing.B) dlock.Locker {
+func (s *suite) benchLocker(b *testing.B) *dlock.Locker {
 	b.Helper()
 	l, err := s.h.NewLocker(context.Background(), dlock.WithTTL(s.h.longTTL()))
 	if err != nil {
@@ -73,7 +73,7 @@ func (s *suite) benchParallelKeys(b *testing.B) {
 
 func (s *suite) benchContended(b *testing.B) {
 	const goroutines = 8
-	ls := []dlock.Locker{s.benchLocker(b), s.benchLocker(b)}
+	ls := []*dlock.Locker{s.benchLocker(b), s.benchLocker(b)}
 	key := s.key(b, "k")
 	cs := make([]Contender, goroutines)
 	for g := range cs {

@@ -85,7 +85,7 @@ func (s *suite) cancelAtGrant(t *testing.T) {
 
 // measureHandoff returns the median time from holder's Unlock returning
 // to waiter's Lock, blocked on the key meanwhile, returning.
-func (s *suite) measureHandoff(t *testing.T, holder, waiter dlock.Mutex) time.Duration {
+func (s *suite) measureHandoff(t *testing.T, holder, waiter *dlock.Mutex) time.Duration {
 	ds := make([]time.Duration, 0, cancelGrantProbes)
 	for range cancelGrantProbes {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -121,7 +121,7 @@ func (s *suite) measureHandoff(t *testing.T, holder, waiter dlock.Mutex) time.Du
 // it; then holder unlocks and, delay after its Unlock returned, the
 // waiter's context is cancelled. It returns what the waiter's Lock
 // returned; err is a failure of the round's set-up.
-func (s *suite) cancelAtGrantRound(t *testing.T, holder, waiter dlock.Mutex, delay time.Duration) (got, err error) {
+func (s *suite) cancelAtGrantRound(t *testing.T, holder, waiter *dlock.Mutex, delay time.Duration) (got, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := holder.Lock(ctx); err != nil {
@@ -153,14 +153,14 @@ func (s *suite) cancelAtGrantRound(t *testing.T, holder, waiter dlock.Mutex, del
 }
 
 // tryLockNow calls m.TryLock with a context that only bounds a hang.
-func tryLockNow(m dlock.Mutex) error {
+func tryLockNow(m *dlock.Mutex) error {
 	ctx, cancel := context.WithTimeout(context.Background(), slack)
 	defer cancel()
 	return m.TryLock(ctx)
 }
 
 // unlockNow calls m.Unlock with a context that only bounds a hang.
-func unlockNow(m dlock.Mutex) error {
+func unlockNow(m *dlock.Mutex) error {
 	ctx, cancel := context.WithTimeout(context.Background(), slack)
 	defer cancel()
 	return m.Unlock(ctx)

@@ -82,7 +82,7 @@ func (s *suite) tryLockHeld(t *testing.T) {
 	if err := m1.Lock(ctxFor(t, 30*time.Second)); err != nil {
 		t.Fatalf("Lock: %v", err)
 	}
-	for name, l := range map[string]dlock.Locker{"another Locker": l2, "the same Locker": l1} {
+	for name, l := range map[string]*dlock.Locker{"another Locker": l2, "the same Locker": l1} {
 		m := mustMutex(t, l, key, dlock.WithTTL(ttl))
 		err := m.TryLock(ctxFor(t, 10*time.Second))
 		if !errors.Is(err, dlock.ErrNotAcquired) {
@@ -122,7 +122,7 @@ func (s *suite) exclusion(t *testing.T) {
 		wg       sync.WaitGroup
 		errs     = make(chan error, goroutines)
 	)
-	ls := make([]dlock.Locker, lockers)
+	ls := make([]*dlock.Locker, lockers)
 	for i := range ls {
 		ls[i] = s.locker(t)
 	}
@@ -171,7 +171,7 @@ func (s *suite) fencing(t *testing.T) {
 	ttl := s.h.ttl()
 	ctx := ctxFor(t, 2*time.Minute)
 	var last dlock.Token
-	take := func(l dlock.Locker, k string, opts ...dlock.Option) dlock.Mutex {
+	take := func(l *dlock.Locker, k string, opts ...dlock.Option) *dlock.Mutex {
 		t.Helper()
 		m := mustMutex(t, l, k, opts...)
 		if err := m.Lock(ctx); err != nil {
@@ -179,7 +179,7 @@ func (s *suite) fencing(t *testing.T) {
 		}
 		return m
 	}
-	check := func(m dlock.Mutex, what string) {
+	check := func(m *dlock.Mutex, what string) {
 		t.Helper()
 		tok := m.Token()
 		if tok <= last {
@@ -187,7 +187,7 @@ func (s *suite) fencing(t *testing.T) {
 		}
 		last = tok
 	}
-	for i, l := range []dlock.Locker{l1, l2, l1, l1, l2} {
+	for i, l := range []*dlock.Locker{l1, l2, l1, l1, l2} {
 		m := take(l, key, dlock.WithTTL(s.h.longTTL()))
 		check(m, fmt.Sprintf("holder %d", i))
 		if err := m.Unlock(ctx); err != nil {
@@ -479,7 +479,7 @@ func (s *suite) keys(t *testing.T) {
 		".", "..", "*", "?x=1", "#frag", "\x00nul", "\ttab",
 	}
 	ctx := ctxFor(t, 2*time.Minute)
-	var held []dlock.Mutex
+	var held []*dlock.Mutex
 	for _, k := range odd {
 		m := mustMutex(t, l1, base+k, dlock.WithTTL(s.h.longTTL()))
 		// TryLock: a collision with an earlier key shows up as ErrNotAcquired.
@@ -713,11 +713,11 @@ func (s *suite) manyKeys(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewLocker: %v", err)
 	}
-	ms := make([]dlock.Mutex, n)
+	ms := make([]*dlock.Mutex, n)
 	for i := range ms {
 		ms[i] = mustMutex(t, l, s.key(t, fmt.Sprintf("%04d", i)))
 	}
-	run := func(what string, f func(dlock.Mutex) error) {
+	run := func(what string, f func(*dlock.Mutex) error) {
 		t.Helper()
 		var wg sync.WaitGroup
 		errs := make(chan error, n)
@@ -736,14 +736,14 @@ func (s *suite) manyKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	run("Lock", func(m dlock.Mutex) error { return m.Lock(ctx) })
+	run("Lock", func(m *dlock.Mutex) error { return m.Lock(ctx) })
 	for i := 0; i < n; i += 97 {
 		p := mustMutex(t, probeL, ms[i].Key())
 		if err := p.TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
 			t.Fatalf("TryLock(%q) while held: %v; want ErrNotAcquired", ms[i].Key(), err)
 		}
 	}
-	run("Unlock", func(m dlock.Mutex) error { return m.Unlock(ctx) })
+	run("Unlock", func(m *dlock.Mutex) error { return m.Unlock(ctx) })
 	for _, m := range ms {
 		p := mustMutex(t, probeL, m.Key())
 		if err := p.TryLock(ctx); err != nil {

@@ -10,10 +10,10 @@
 //
 //	func TestConformance(t *testing.T) {
 //		conformance.Run(t, conformance.Harness{
-//			NewLocker: func(ctx context.Context, opts ...dlock.Option) (dlock.Locker, error) {
+//			NewLocker: func(ctx context.Context, opts ...dlock.Option) (*dlock.Locker, error) {
 //				return mybackend.New(ctx, endpoint, opts...)
 //			},
-//			Unreachable: func(ctx context.Context, addr string) (dlock.Locker, error) {
+//			Unreachable: func(ctx context.Context, addr string) (*dlock.Locker, error) {
 //				return mybackend.New(ctx, addr)
 //			},
 //			BreakLease: func(ctx context.Context, key string) error { ... },
@@ -53,7 +53,7 @@ type Harness struct {
 	// NewLocker returns a new, independent Locker: its own connections and
 	// sessions, so that two Lockers behave like two processes. The suite
 	// closes every Locker it makes. Options are defaults for its Mutexes.
-	NewLocker func(ctx context.Context, opts ...dlock.Option) (dlock.Locker, error)
+	NewLocker func(ctx context.Context, opts ...dlock.Option) (*dlock.Locker, error)
 
 	// Unreachable opens a Locker from a URL naming addr, a TCP address that
 	// accepts connections and never answers (a server that hangs), as
@@ -61,7 +61,7 @@ type Harness struct {
 	// silent too). It must fail with an error matching
 	// dlock.ErrUnavailable before its context ends. Nil only when
 	// InProcess is true.
-	Unreachable func(ctx context.Context, addr string) (dlock.Locker, error)
+	Unreachable func(ctx context.Context, addr string) (*dlock.Locker, error)
 
 	// BreakLease ends key's current hold from outside, as an operator or a
 	// failure would: delete the key, revoke the lease, destroy the session.
@@ -102,7 +102,7 @@ type Harness struct {
 	// caller made for addr (a server that accepts connections and never
 	// answers), through the backend's constructor that does not talk to
 	// the server. Lock and TryLock on it must fail with ErrUnavailable.
-	UnreachableClient func(ctx context.Context, addr string) (dlock.Locker, error)
+	UnreachableClient func(ctx context.Context, addr string) (*dlock.Locker, error)
 
 	// URL is a URL dlock.Open accepts for this backend (its own
 	// parameters may be set; ttl and autorenew must not be). The
@@ -117,7 +117,7 @@ type Harness struct {
 	// (the store is the Locker's own) and topologies whose clients find
 	// their servers through another (Redis Cluster and Sentinel), which
 	// run the case in the standalone topology of the same backend.
-	CutOff func(t testing.TB, ctx context.Context, opts ...dlock.Option) (dlock.Locker, Link, error)
+	CutOff func(t testing.TB, ctx context.Context, opts ...dlock.Option) (*dlock.Locker, Link, error)
 
 	// CloseRounds is how many times the CloseRace case races calls against
 	// Close (default 20; more for in-process backends, fewer for slow
@@ -286,7 +286,7 @@ func (s *suite) key(t testing.TB, suffix string) string {
 }
 
 // locker makes a Locker that is closed when the test ends.
-func (s *suite) locker(t testing.TB, opts ...dlock.Option) dlock.Locker {
+func (s *suite) locker(t testing.TB, opts ...dlock.Option) *dlock.Locker {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -298,7 +298,7 @@ func (s *suite) locker(t testing.TB, opts ...dlock.Option) dlock.Locker {
 	return l
 }
 
-func mustMutex(t testing.TB, l dlock.Locker, key string, opts ...dlock.Option) dlock.Mutex {
+func mustMutex(t testing.TB, l *dlock.Locker, key string, opts ...dlock.Option) *dlock.Mutex {
 	t.Helper()
 	m, err := l.NewMutex(key, opts...)
 	if err != nil {

@@ -137,7 +137,7 @@ func (s *suite) closeRace(t *testing.T) {
 		}
 		type call struct {
 			what string
-			m    dlock.Mutex
+			m    *dlock.Mutex
 			err  error
 		}
 		var (
@@ -146,12 +146,12 @@ func (s *suite) closeRace(t *testing.T) {
 			calls []call
 			start = make(chan struct{})
 		)
-		record := func(what string, m dlock.Mutex, err error) {
+		record := func(what string, m *dlock.Mutex, err error) {
 			mu.Lock()
 			calls = append(calls, call{what, m, err})
 			mu.Unlock()
 		}
-		spawn := func(what string, key string, f func(m dlock.Mutex) error) {
+		spawn := func(what string, key string, f func(m *dlock.Mutex) error) {
 			m, err := l.NewMutex(key)
 			if err != nil {
 				t.Fatalf("round %d: NewMutex: %v", r, err)
@@ -164,10 +164,10 @@ func (s *suite) closeRace(t *testing.T) {
 			}()
 		}
 		for i, k := range free {
-			spawn("Lock", k, func(m dlock.Mutex) error { return m.Lock(ctx) })
-			spawn("TryLock", k, func(m dlock.Mutex) error { return m.TryLock(ctx) })
+			spawn("Lock", k, func(m *dlock.Mutex) error { return m.Lock(ctx) })
+			spawn("TryLock", k, func(m *dlock.Mutex) error { return m.TryLock(ctx) })
 			if i == 0 {
-				spawn("Lock+Unlock", k, func(m dlock.Mutex) error {
+				spawn("Lock+Unlock", k, func(m *dlock.Mutex) error {
 					if err := m.Lock(ctx); err != nil {
 						return err
 					}
@@ -175,7 +175,7 @@ func (s *suite) closeRace(t *testing.T) {
 				})
 			}
 		}
-		spawn("Lock on a held key", busy, func(m dlock.Mutex) error { return m.Lock(ctx) })
+		spawn("Lock on a held key", busy, func(m *dlock.Mutex) error { return m.Lock(ctx) })
 		close(start)
 		if r%2 == 1 {
 			time.Sleep(time.Duration(r%7) * time.Millisecond)
@@ -234,7 +234,7 @@ func (s *suite) lockTimeoutClass(t *testing.T) {
 	if err := holder.Lock(ctxFor(t, 30*time.Second)); err != nil {
 		t.Fatalf("Lock: %v", err)
 	}
-	for name, l := range map[string]dlock.Locker{"another Locker": l2, "the same Locker": l1} {
+	for name, l := range map[string]*dlock.Locker{"another Locker": l2, "the same Locker": l1} {
 		waiter := mustMutex(t, l, key, dlock.WithTTL(ttl))
 		_, err := waitShort(false, waiter.Lock)
 		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, dlock.ErrNotAcquired) || errors.Is(err, dlock.ErrUnavailable) {
@@ -255,7 +255,7 @@ func (s *suite) unlockAfterTakeover(t *testing.T) {
 	l1, l2 := s.locker(t), s.locker(t)
 	ctx := ctxFor(t, 2*time.Minute)
 	ttl := s.h.ttl()
-	check := func(what string, m dlock.Mutex) {
+	check := func(what string, m *dlock.Mutex) {
 		t.Helper()
 		err := m.Unlock(ctx)
 		if !errors.Is(err, dlock.ErrLockLost) || errors.Is(err, dlock.ErrNotHeld) {

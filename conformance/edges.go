@@ -55,7 +55,7 @@ func (s *suite) unlockEndedContext(t *testing.T) {
 
 	// A multi-key lock's keys, likewise.
 	keys := []string{s.key(t, "multi-a"), s.key(t, "multi-b")}
-	mm, err := dlock.NewMultiMutex(l1, keys, dlock.WithTTL(s.h.longTTL()))
+	mm, err := l1.NewMultiMutex(keys, dlock.WithTTL(s.h.longTTL()))
 	if err != nil {
 		t.Fatalf("NewMultiMutex: %v", err)
 	}
@@ -77,24 +77,24 @@ func (s *suite) unlockEndedContext(t *testing.T) {
 
 	// A semaphore's permit, likewise.
 	key := s.key(t, "semaphore")
-	sem, err := dlock.NewSemaphore(l1, key, 1, dlock.WithTTL(s.h.longTTL()))
+	sem, err := l1.NewSemaphore(key, 1, dlock.WithTTL(s.h.longTTL()))
 	if err != nil {
 		t.Fatalf("NewSemaphore: %v", err)
 	}
-	if err := sem.Acquire(ctx); err != nil {
+	if err := sem.Lock(ctx); err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
-	if err := sem.Release(ended["cancelled"]()); err != nil {
+	if err := sem.Unlock(ended["cancelled"]()); err != nil {
 		t.Fatalf("Release with a cancelled context: %v; want the permit given back", err)
 	}
-	other, err := dlock.NewSemaphore(l2, key, 1)
+	other, err := l2.NewSemaphore(key, 1)
 	if err != nil {
 		t.Fatalf("NewSemaphore: %v", err)
 	}
-	if err := other.TryAcquire(ctx); err != nil {
+	if err := other.TryLock(ctx); err != nil {
 		t.Fatalf("TryAcquire after a Release with a cancelled context: %v; want the permit free", err)
 	}
-	if err := other.Release(ctx); err != nil {
+	if err := other.Unlock(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 }

@@ -18,9 +18,9 @@ import (
 // The election cases: leader election (dlock.Election) over the backend,
 // with its terms as fencing tokens.
 
-func mustElection(t testing.TB, l dlock.Locker, name string, opts ...dlock.Option) *dlock.Election {
+func mustElection(t testing.TB, l *dlock.Locker, name string, opts ...dlock.Option) *dlock.Election {
 	t.Helper()
-	e, err := dlock.NewElection(l, name, opts...)
+	e, err := l.NewElection(name, opts...)
 	if err != nil {
 		t.Fatalf("NewElection(%q): %v", name, err)
 	}
@@ -42,7 +42,7 @@ func wantLeader(t *testing.T, ctx context.Context, e *dlock.Election, value stri
 	if err != nil {
 		t.Fatalf("Leader: %v; want %q with term %d", err, value, term)
 	}
-	if got.Value != value || got.Term != term {
+	if got.Value != value || got.Token != term {
 		t.Fatalf("Leader = %+v; want %q with term %d", got, value, term)
 	}
 }
@@ -96,14 +96,14 @@ func (s *suite) electionOneLeader(t *testing.T) {
 				if inside.Add(1) != 1 {
 					overlaps.Add(1)
 				}
-				term := e.Term()
+				term := e.Token()
 				mu.Lock()
 				if term <= last {
 					errs <- fmt.Errorf("%s: term %d is not greater than the previous leader's %d", value, term, last)
 				}
 				last = term
 				mu.Unlock()
-				if got, err := watcher.Leader(ctx); err != nil || got.Value != value || got.Term != term {
+				if got, err := watcher.Leader(ctx); err != nil || got.Value != value || got.Token != term {
 					errs <- fmt.Errorf("e.Leader() while %q (term %d) leads: %+v, %v", value, term, got, err)
 				}
 				if !e.Lease().Valid() || isClosed(e.Done()) {
@@ -111,12 +111,12 @@ func (s *suite) electionOneLeader(t *testing.T) {
 				}
 				time.Sleep(5 * time.Millisecond)
 				inside.Add(-1)
-				if err := e.Resign(ctx); err != nil {
+				if err := e.Unlock(ctx); err != nil {
 					errs <- fmt.Errorf("e.Resign() by %q: %w", value, err)
 					return
 				}
-				if e.Term() != 0 || !isClosed(e.Done()) || !errors.Is(e.Err(), dlock.ErrUnlocked) {
-					errs <- fmt.Errorf("%s after Resign: Term %d, Done closed %v, Err %v; want 0, closed, ErrUnlocked", value, e.Term(), isClosed(e.Done()), e.Err())
+				if e.Token() != 0 || !isClosed(e.Done()) || !errors.Is(e.Err(), dlock.ErrUnlocked) {
+					errs <- fmt.Errorf("%s after Resign: Term %d, Done closed %v, Err %v; want 0, closed, ErrUnlocked", value, e.Token(), isClosed(e.Done()), e.Err())
 				}
 			}
 		}()
@@ -146,7 +146,7 @@ func (s *suite) electionBlocks(t *testing.T) {
 	if err := a.Campaign(ctx, "a"); err != nil {
 		t.Fatalf("Campaign: %v", err)
 	}
-	termA := a.Term()
+	termA := a.Token()
 	if termA == 0 {
 		t.Fatal("leading with term 0")
 	}
@@ -161,11 +161,11 @@ func (s *suite) electionBlocks(t *testing.T) {
 		t.Fatalf("second Campaign returned (%v) while the first candidate led", err)
 	case <-time.After(2 * ttl):
 	}
-	if isClosed(a.Done()) || a.Term() != termA {
-		t.Fatalf("leader renewed past its TTL: Done closed %v, term %d; want open, %d", isClosed(a.Done()), a.Term(), termA)
+	if isClosed(a.Done()) || a.Token() != termA {
+		t.Fatalf("leader renewed past its TTL: Done closed %v, term %d; want open, %d", isClosed(a.Done()), a.Token(), termA)
 	}
 	wantLeader(t, ctx, b, "a", termA)
-	if err := a.Resign(ctx); err != nil {
+	if err := a.Unlock(ctx); err != nil {
 		t.Fatalf("Resign: %v", err)
 	}
 	select {
@@ -176,14 +176,14 @@ func (s *suite) electionBlocks(t *testing.T) {
 	case <-time.After(slack):
 		t.Fatal("second Campaign did not return after the leader resigned")
 	}
-	if b.Term() <= termA {
-		t.Fatalf("new leader's term %d; want greater than %d", b.Term(), termA)
+	if b.Token() <= termA {
+		t.Fatalf("new leader's term %d; want greater than %d", b.Token(), termA)
 	}
-	wantLeader(t, ctx, a, "b", b.Term())
-	if err := a.Resign(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+	wantLeader(t, ctx, a, "b", b.Token())
+	if err := a.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
 		t.Fatalf("second Resign: %v; want ErrNotHeld", err)
 	}
-	if err := b.Resign(ctx); err != nil {
+	if err := b.Unlock(ctx); err != nil {
 		t.Fatalf("Resign: %v", err)
 	}
 }
@@ -223,21 +223,21 @@ func (s *suite) electionObserve(t *testing.T) {
 		// bound of its term; the value is the leader's all the same.)
 		for {
 			got := receive(t, seen, slack, value)
-			if got.Value != value || got.Term > e.Term() {
-				t.Fatalf("observed %+v; want %q with term %d (every leader, in order)", got, value, e.Term())
+			if got.Value != value || got.Token > e.Token() {
+				t.Fatalf("observed %+v; want %q with term %d (every leader, in order)", got, value, e.Token())
 			}
-			if got.Term <= last {
-				t.Fatalf("observed term %d after %d; want strictly increasing", got.Term, last)
+			if got.Token <= last {
+				t.Fatalf("observed term %d after %d; want strictly increasing", got.Token, last)
 			}
-			last = got.Term
-			if got.Term == e.Term() {
+			last = got.Token
+			if got.Token == e.Token() {
 				break
 			}
 		}
 		if i == 4 {
 			break // stays in office until the slow observer has seen it
 		}
-		if err := e.Resign(ctx); err != nil {
+		if err := e.Unlock(ctx); err != nil {
 			t.Fatalf("Resign: %v", err)
 		}
 	}
@@ -245,18 +245,18 @@ func (s *suite) electionObserve(t *testing.T) {
 	var lazyLast dlock.Token
 	for {
 		v := receive(t, lazy, slack, "the observer that did not read")
-		if v.Term <= lazyLast {
-			t.Fatalf("slow observer: term %d after %d; want strictly increasing", v.Term, lazyLast)
+		if v.Token <= lazyLast {
+			t.Fatalf("slow observer: term %d after %d; want strictly increasing", v.Token, lazyLast)
 		}
-		lazyLast = v.Term
-		if v.Term == last {
+		lazyLast = v.Token
+		if v.Token == last {
 			if v.Value != "leader 4" {
 				t.Fatalf("slow observer's latest: %+v; want the last leader's value", v)
 			}
 			break
 		}
 	}
-	if err := cands[0].Resign(ctx); err != nil {
+	if err := cands[0].Unlock(ctx); err != nil {
 		t.Fatalf("Resign: %v", err)
 	}
 	// Nothing more: a resignation is not a leader.
@@ -342,7 +342,7 @@ func (s *suite) electionReplaced(t *testing.T) {
 	if err := a.Campaign(ctx, "a"); err != nil {
 		t.Fatalf("Campaign: %v", err)
 	}
-	termA := a.Term()
+	termA := a.Token()
 	b := mustElection(t, s.locker(t), name, dlock.WithTTL(ttl), dlock.WithAutoRenew(false))
 	won := campaign(ctx, b, "b")
 	if err := la.Close(); err != nil {
@@ -359,7 +359,7 @@ func (s *suite) electionReplaced(t *testing.T) {
 	case <-time.After(ttl + s.h.ExpiryGrace + slack):
 		t.Fatal("no new leader after the leader's Locker closed")
 	}
-	termB := b.Term()
+	termB := b.Token()
 	if termB <= termA {
 		t.Fatalf("new leader's term %d; want greater than %d", termB, termA)
 	}
@@ -380,22 +380,22 @@ func (s *suite) electionReplaced(t *testing.T) {
 	if !isClosed(b.Done()) || !errors.Is(b.Err(), dlock.ErrLockLost) {
 		t.Fatalf("lost leader when the next one won: Done closed %v, Err %v; want closed, ErrLockLost", isClosed(b.Done()), b.Err())
 	}
-	if b.Term() != 0 || b.Lease().Valid() {
-		t.Fatalf("lost leader: Term %d, Lease valid %v; want 0, false", b.Term(), b.Lease().Valid())
+	if b.Token() != 0 || b.Lease().Valid() {
+		t.Fatalf("lost leader: Term %d, Lease valid %v; want 0, false", b.Token(), b.Lease().Valid())
 	}
-	if c.Term() <= termB {
-		t.Fatalf("new leader's term %d; want greater than %d", c.Term(), termB)
+	if c.Token() <= termB {
+		t.Fatalf("new leader's term %d; want greater than %d", c.Token(), termB)
 	}
-	wantLeader(t, ctx, watcher, "c", c.Term())
-	if err := b.Resign(ctx); !errors.Is(err, dlock.ErrLockLost) {
+	wantLeader(t, ctx, watcher, "c", c.Token())
+	if err := b.Unlock(ctx); !errors.Is(err, dlock.ErrLockLost) {
 		t.Fatalf("Resign by the lost leader: %v; want ErrLockLost", err)
 	}
-	wantLeader(t, ctx, watcher, "c", c.Term()) // its Resign took nothing from c
+	wantLeader(t, ctx, watcher, "c", c.Token()) // its Resign took nothing from c
 
 	// c's hold is broken from outside (Locker.Break, as "lockctl break"
 	// does; on queue backends it leaves d queued): its Done closes, and d,
 	// waiting, takes over.
-	termC := c.Term()
+	termC := c.Token()
 	d := mustElection(t, s.locker(t), name, dlock.WithTTL(s.h.longTTL()))
 	won = campaign(ctx, d, "d")
 	if info, err := lw.Break(ctx, name); err != nil || !info.Held || info.Token != termC || info.Owner != "c" {
@@ -417,11 +417,11 @@ func (s *suite) electionReplaced(t *testing.T) {
 	case <-time.After(s.h.longTTL() + s.h.ExpiryGrace + slack):
 		t.Fatal("no new leader after the leader's hold was broken")
 	}
-	if d.Term() <= termC {
-		t.Fatalf("new leader's term %d; want greater than the broken leader's %d", d.Term(), termC)
+	if d.Token() <= termC {
+		t.Fatalf("new leader's term %d; want greater than the broken leader's %d", d.Token(), termC)
 	}
-	wantLeader(t, ctx, watcher, "d", d.Term())
-	if err := d.Resign(ctx); err != nil {
+	wantLeader(t, ctx, watcher, "d", d.Token())
+	if err := d.Unlock(ctx); err != nil {
 		t.Fatalf("Resign: %v", err)
 	}
 }
@@ -442,7 +442,7 @@ func (s *suite) electionFenced(t *testing.T) {
 	if err := paused.Campaign(ctx, "paused"); err != nil {
 		t.Fatalf("Campaign: %v", err)
 	}
-	stale := paused.Term()
+	stale := paused.Token()
 	if err := write("paused", stale); err != nil {
 		t.Fatalf("leader's write: %v", err)
 	}
@@ -450,23 +450,23 @@ func (s *suite) electionFenced(t *testing.T) {
 	if err := next.Campaign(ctx, "next"); err != nil {
 		t.Fatalf("Campaign behind the paused leader: %v", err)
 	}
-	if err := write("next", next.Term()); err != nil {
+	if err := write("next", next.Token()); err != nil {
 		t.Fatalf("new leader's write: %v", err)
 	}
 	// The paused leader resumes: its own checks say it no longer leads, and
 	// the fence refuses its term whatever it believes.
-	if paused.Lease().Valid() || paused.Term() != 0 {
-		t.Fatalf("paused leader after its replacement: Lease valid %v, Term %d; want false, 0", paused.Lease().Valid(), paused.Term())
+	if paused.Lease().Valid() || paused.Token() != 0 {
+		t.Fatalf("paused leader after its replacement: Lease valid %v, Term %d; want false, 0", paused.Lease().Valid(), paused.Token())
 	}
 	err := write("paused, resumed", stale)
 	var se *fence.StaleError
 	if !errors.Is(err, fence.ErrStale) || !errors.As(err, &se) {
-		t.Fatalf("paused leader's write with term %d after term %d: %v; want fence.ErrStale", stale, next.Term(), err)
+		t.Fatalf("paused leader's write with term %d after term %d: %v; want fence.ErrStale", stale, next.Token(), err)
 	}
 	if strings.Join(writes, ",") != "paused,next" {
 		t.Fatalf("writes accepted: %v; want [paused next]", writes)
 	}
-	if err := next.Resign(ctx); err != nil {
+	if err := next.Unlock(ctx); err != nil {
 		t.Fatalf("Resign: %v", err)
 	}
 }
@@ -477,23 +477,23 @@ func (s *suite) electionErrors(t *testing.T) {
 	ctx := ctxFor(t, time.Minute)
 	l := s.locker(t)
 	name := s.key(t, "e")
-	if _, err := dlock.NewElection(l, ""); !errors.Is(err, dlock.ErrInvalidKey) {
+	if _, err := l.NewElection(""); !errors.Is(err, dlock.ErrInvalidKey) {
 		t.Fatalf("NewElection with an empty name: %v; want ErrInvalidKey", err)
 	}
-	if _, err := dlock.NewElection(l, strings.Repeat("n", 4097)); !errors.Is(err, dlock.ErrInvalidKey) {
+	if _, err := l.NewElection(strings.Repeat("n", 4097)); !errors.Is(err, dlock.ErrInvalidKey) {
 		t.Fatalf("NewElection with a 4097-byte name: %v; want ErrInvalidKey", err)
 	}
-	if _, err := dlock.NewElection(l, name, dlock.WithTTL(-time.Second)); !errors.Is(err, dlock.ErrInvalidOption) {
+	if _, err := l.NewElection(name, dlock.WithTTL(-time.Second)); !errors.Is(err, dlock.ErrInvalidOption) {
 		t.Fatalf("NewElection WithTTL(-1s): %v; want ErrInvalidOption", err)
 	}
 	e := mustElection(t, l, name)
 	if _, err := e.Leader(ctx); !errors.Is(err, dlock.ErrNoLeader) {
 		t.Fatalf("Leader with nobody campaigning: %v; want ErrNoLeader", err)
 	}
-	if err := e.Resign(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+	if err := e.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
 		t.Fatalf("Resign before any Campaign: %v; want ErrNotHeld", err)
 	}
-	if e.Term() != 0 || !isClosed(e.Done()) || e.Lease() != (dlock.Lease{}) {
+	if e.Token() != 0 || !isClosed(e.Done()) || e.Lease() != (dlock.Lease{}) {
 		t.Fatal("before Campaign: want Term 0, Done closed, zero Lease")
 	}
 	for what, v := range map[string]string{
@@ -554,10 +554,10 @@ func (s *suite) electionErrors(t *testing.T) {
 	if _, err := waiting.Leader(ctx); !errors.Is(err, dlock.ErrClosed) {
 		t.Fatalf("Leader on a closed Locker: %v; want ErrClosed", err)
 	}
-	if _, err := dlock.NewElection(lc, name); !errors.Is(err, dlock.ErrClosed) {
+	if _, err := lc.NewElection(name); !errors.Is(err, dlock.ErrClosed) {
 		t.Fatalf("NewElection on a closed Locker: %v; want ErrClosed", err)
 	}
-	if err := leader.Resign(ctx); err != nil {
+	if err := leader.Unlock(ctx); err != nil {
 		t.Fatalf("Resign: %v", err)
 	}
 }
@@ -588,14 +588,14 @@ func (s *suite) electionObserveShort(t *testing.T) {
 		t.Helper()
 		for {
 			got := receive(t, ch, slack, value)
-			if got.Value != value || got.Term > term {
+			if got.Value != value || got.Token > term {
 				t.Fatalf("observed %+v; want %q with term %d (every leader, in order)", got, value, term)
 			}
-			if got.Term <= last {
-				t.Fatalf("observed term %d after %d; want strictly increasing", got.Term, last)
+			if got.Token <= last {
+				t.Fatalf("observed term %d after %d; want strictly increasing", got.Token, last)
 			}
-			last = got.Term
-			if got.Term == term {
+			last = got.Token
+			if got.Token == term {
 				return
 			}
 		}
@@ -606,8 +606,8 @@ func (s *suite) electionObserveShort(t *testing.T) {
 		if err := e.Campaign(ctx, value); err != nil {
 			t.Fatalf("Campaign(%q): %v", value, err)
 		}
-		term := e.Term()
-		if err := e.Resign(ctx); err != nil {
+		term := e.Token()
+		if err := e.Unlock(ctx); err != nil {
 			t.Fatalf("Resign: %v", err)
 		}
 		if term == 0 {
@@ -629,8 +629,8 @@ func (s *suite) electionObserveShort(t *testing.T) {
 	if err := cands[0].Campaign(ctx, "after"); err != nil {
 		t.Fatalf("Campaign: %v", err)
 	}
-	term := cands[0].Term()
-	if err := cands[0].Resign(ctx); err != nil {
+	term := cands[0].Token()
+	if err := cands[0].Unlock(ctx); err != nil {
 		t.Fatalf("Resign: %v", err)
 	}
 	expect(seen, "after", term)

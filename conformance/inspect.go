@@ -34,7 +34,7 @@ func (s *suite) checkFree(t *testing.T, what string, info dlock.Info) {
 }
 
 // checkHeld fails unless info describes m's hold with owner and ttl.
-func checkHeld(t *testing.T, what string, info dlock.Info, m dlock.Mutex, owner string, ttl time.Duration) {
+func checkHeld(t *testing.T, what string, info dlock.Info, m *dlock.Mutex, owner string, ttl time.Duration) {
 	t.Helper()
 	if !info.Held {
 		t.Fatalf("Inspect %s: %+v; want Held", what, info)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dlock-go/dlock/observe"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,7 +57,7 @@ func (s *suite) lossCutOff(t *testing.T) {
 		_ = l.Close()
 	})
 
-	ms := make([]dlock.Mutex, lossCutHolds)
+	ms := make([]*dlock.Mutex, lossCutHolds)
 	var (
 		next   atomic.Int64
 		wg     sync.WaitGroup
@@ -99,7 +100,7 @@ func (s *suite) lossCutOff(t *testing.T) {
 
 	link.Cut()
 	type held struct {
-		m       dlock.Mutex
+		m       *dlock.Mutex
 		done    <-chan struct{}
 		expires time.Time // Expires plus drift, as last seen
 	}
@@ -161,15 +162,15 @@ func (c *lossClock) at(key string) (ended, renewed time.Time) {
 	return c.ended[key], c.renewed[key]
 }
 
-func (c *lossClock) Begin(ctx context.Context, _ dlock.Call) context.Context { return ctx }
+func (c *lossClock) Begin(ctx context.Context, _ observe.Call) context.Context { return ctx }
 
-func (c *lossClock) Step(context.Context, dlock.Call, dlock.Step) {}
+func (c *lossClock) Step(context.Context, observe.Call, observe.Step) {}
 
-func (c *lossClock) End(_ context.Context, call dlock.Call, r dlock.Result) {
-	if call.Op != dlock.OpRenew || r.Err != nil || r.Lease.Expires.IsZero() {
+func (c *lossClock) End(_ context.Context, call observe.Call, r observe.Result) {
+	if call.Op != observe.OpRenew || r.Err != nil || r.Expires.IsZero() {
 		return
 	}
-	exp := r.Lease.Expires.Add(driver.DriftAllowance(r.Lease.TTL))
+	exp := r.Expires.Add(driver.DriftAllowance(r.TTL))
 	c.mu.Lock()
 	if exp.After(c.renewed[call.Key]) {
 		c.renewed[call.Key] = exp
@@ -177,7 +178,7 @@ func (c *lossClock) End(_ context.Context, call dlock.Call, r dlock.Result) {
 	c.mu.Unlock()
 }
 
-func (c *lossClock) HoldEnd(e dlock.HoldEnd) {
+func (c *lossClock) HoldEnd(e observe.HoldEnd) {
 	now := time.Now()
 	c.mu.Lock()
 	if _, ok := c.ended[e.Key]; !ok {

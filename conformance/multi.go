@@ -19,9 +19,9 @@ import (
 // ends the set, and Close ends a wait and a hold without leaving a key
 // behind.
 
-func mustMulti(t testing.TB, l dlock.Locker, keys []string, opts ...dlock.Option) *dlock.MultiMutex {
+func mustMulti(t testing.TB, l *dlock.Locker, keys []string, opts ...dlock.Option) *dlock.MultiMutex {
 	t.Helper()
-	mm, err := dlock.NewMultiMutex(l, keys, opts...)
+	mm, err := l.NewMultiMutex(keys, opts...)
 	if err != nil {
 		t.Fatalf("NewMultiMutex(%q): %v", keys, err)
 	}
@@ -29,7 +29,7 @@ func mustMulti(t testing.TB, l dlock.Locker, keys []string, opts ...dlock.Option
 }
 
 // checkKeysFree fails unless Inspect shows every key free.
-func (s *suite) checkKeysFree(t *testing.T, l dlock.Locker, what string, keys ...string) {
+func (s *suite) checkKeysFree(t *testing.T, l *dlock.Locker, what string, keys ...string) {
 	t.Helper()
 	ctx := ctxFor(t, 30*time.Second)
 	for _, k := range keys {
@@ -44,7 +44,7 @@ func (s *suite) checkKeysFree(t *testing.T, l dlock.Locker, what string, keys ..
 }
 
 // waitKeysFree waits (bounded) until Inspect shows every key free.
-func (s *suite) waitKeysFree(t *testing.T, l dlock.Locker, what string, keys ...string) {
+func (s *suite) waitKeysFree(t *testing.T, l *dlock.Locker, what string, keys ...string) {
 	t.Helper()
 	ctx := ctxFor(t, 30*time.Second)
 	deadline := time.Now().Add(slack)
@@ -73,13 +73,13 @@ func (s *suite) multiLock(t *testing.T) {
 	l1, l2 := s.locker(t), s.locker(t)
 	a, b, c, d := s.key(t, "a"), s.key(t, "b"), s.key(t, "c"), s.key(t, "d")
 
-	if _, err := dlock.NewMultiMutex(l1, nil); !errors.Is(err, dlock.ErrInvalidKey) {
+	if _, err := l1.NewMultiMutex(nil); !errors.Is(err, dlock.ErrInvalidKey) {
 		t.Fatalf("NewMultiMutex with no keys: %v; want ErrInvalidKey", err)
 	}
-	if _, err := dlock.NewMultiMutex(l1, []string{a, ""}); !errors.Is(err, dlock.ErrInvalidKey) {
+	if _, err := l1.NewMultiMutex([]string{a, ""}); !errors.Is(err, dlock.ErrInvalidKey) {
 		t.Fatalf("NewMultiMutex with an empty key: %v; want ErrInvalidKey", err)
 	}
-	if _, err := dlock.NewMultiMutex(l1, []string{a}, dlock.WithTTL(-time.Second)); !errors.Is(err, dlock.ErrInvalidOption) {
+	if _, err := l1.NewMultiMutex([]string{a}, dlock.WithTTL(-time.Second)); !errors.Is(err, dlock.ErrInvalidOption) {
 		t.Fatalf("NewMultiMutex with a negative TTL: %v; want ErrInvalidOption", err)
 	}
 
@@ -213,7 +213,7 @@ func (s *suite) multiOverlap(t *testing.T) {
 		rounds     = 6
 		pool       = 4
 	)
-	ls := make([]dlock.Locker, lockers)
+	ls := make([]*dlock.Locker, lockers)
 	for i := range ls {
 		ls[i] = s.locker(t)
 	}
@@ -398,11 +398,11 @@ func (s *suite) multiClose(t *testing.T) {
 // and fails if an attempt returned holding its lock before until: the
 // holder's validity window was still open. A success at or after until
 // ends the probe (the lock is given back).
-func (s *suite) probeMulti(t *testing.T, l dlock.Locker, until time.Time, what string, keys ...string) {
+func (s *suite) probeMulti(t *testing.T, l *dlock.Locker, until time.Time, what string, keys ...string) {
 	t.Helper()
 	ctx := ctxFor(t, time.Minute)
 	set := mustMulti(t, l, keys, dlock.WithTTL(s.h.longTTL()))
-	ms := make([]dlock.Mutex, len(keys))
+	ms := make([]*dlock.Mutex, len(keys))
 	for i, k := range keys {
 		ms[i] = mustMutex(t, l, k, dlock.WithTTL(s.h.longTTL()))
 	}

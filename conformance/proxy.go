@@ -169,8 +169,8 @@ func ProxyURL(t testing.TB, rawURL string) (string, Link) {
 
 // CutOffURL is a Harness.CutOff for a backend whose URL names every server
 // a client talks to: it opens the URL with a proxy before each of them.
-func CutOffURL(rawURL string) func(t testing.TB, ctx context.Context, opts ...dlock.Option) (dlock.Locker, Link, error) {
-	return func(t testing.TB, ctx context.Context, opts ...dlock.Option) (dlock.Locker, Link, error) {
+func CutOffURL(rawURL string) func(t testing.TB, ctx context.Context, opts ...dlock.Option) (*dlock.Locker, Link, error) {
+	return func(t testing.TB, ctx context.Context, opts ...dlock.Option) (*dlock.Locker, Link, error) {
 		u, link := ProxyURL(t, rawURL)
 		l, err := dlock.Open(ctx, u, opts...)
 		if err != nil {

@@ -18,9 +18,9 @@ import (
 // expiry; clients that disagree on N get ErrInvalidOption; Close ends a
 // wait promptly.
 
-func mustSem(t testing.TB, l dlock.Locker, key string, n int, opts ...dlock.Option) *dlock.Semaphore {
+func mustSem(t testing.TB, l *dlock.Locker, key string, n int, opts ...dlock.Option) *dlock.Semaphore {
 	t.Helper()
-	sm, err := dlock.NewSemaphore(l, key, n, opts...)
+	sm, err := l.NewSemaphore(key, n, opts...)
 	if err != nil {
 		t.Fatalf("NewSemaphore(%q, %d): %v", key, n, err)
 	}
@@ -36,31 +36,31 @@ func (s *suite) semaphore(t *testing.T) {
 	l1, l2, l3 := s.locker(t), s.locker(t), s.locker(t)
 	key := s.key(t, "sem")
 	for _, n := range []int{0, -1, dlock.MaxPermits + 1} {
-		if _, err := dlock.NewSemaphore(l1, key, n); !errors.Is(err, dlock.ErrInvalidOption) {
+		if _, err := l1.NewSemaphore(key, n); !errors.Is(err, dlock.ErrInvalidOption) {
 			t.Fatalf("NewSemaphore with %d permits: %v; want ErrInvalidOption", n, err)
 		}
 	}
-	if _, err := dlock.NewSemaphore(l1, "", 2); !errors.Is(err, dlock.ErrInvalidKey) {
+	if _, err := l1.NewSemaphore("", 2); !errors.Is(err, dlock.ErrInvalidKey) {
 		t.Fatalf("NewSemaphore with an empty key: %v; want ErrInvalidKey", err)
 	}
-	if _, err := dlock.NewSemaphore(l1, key, 2, dlock.WithTTL(-time.Second)); !errors.Is(err, dlock.ErrInvalidOption) {
+	if _, err := l1.NewSemaphore(key, 2, dlock.WithTTL(-time.Second)); !errors.Is(err, dlock.ErrInvalidOption) {
 		t.Fatalf("NewSemaphore with a negative TTL: %v; want ErrInvalidOption", err)
 	}
 	ttl := s.h.longTTL()
 	a, b, c := mustSem(t, l1, key, 2, dlock.WithTTL(ttl)), mustSem(t, l2, key, 2, dlock.WithTTL(ttl)), mustSem(t, l3, key, 2, dlock.WithTTL(ttl))
-	if err := a.Release(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+	if err := a.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
 		t.Fatalf("Release before Acquire: %v; want ErrNotHeld", err)
 	}
 	if !isClosed(a.Done()) || a.Token() != 0 || a.Slot() != -1 || a.PermitKey() != "" || a.Err() != nil {
 		t.Fatal("a Semaphore holding nothing: want Done closed, token 0, slot -1, no permit key, nil Err")
 	}
-	if err := a.Acquire(ctx); err != nil {
+	if err := a.Lock(ctx); err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
-	if err := a.Acquire(ctx); !errors.Is(err, dlock.ErrAlreadyHeld) {
+	if err := a.Lock(ctx); !errors.Is(err, dlock.ErrAlreadyHeld) {
 		t.Fatalf("second Acquire: %v; want ErrAlreadyHeld", err)
 	}
-	if err := b.TryAcquire(ctx); err != nil {
+	if err := b.TryLock(ctx); err != nil {
 		t.Fatalf("TryAcquire of the second permit: %v", err)
 	}
 	if a.PermitKey() == b.PermitKey() || a.Slot() == b.Slot() {
@@ -78,10 +78,10 @@ func (s *suite) semaphore(t *testing.T) {
 			t.Fatalf("Inspect %q: %+v; want held with token %d", sm.PermitKey(), info, sm.Token())
 		}
 	}
-	if err := c.TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+	if err := c.TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("TryAcquire of a third permit of two: %v; want ErrNotAcquired", err)
 	}
-	_, err := waitShort(false, c.Acquire)
+	_, err := waitShort(false, c.Lock)
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("Acquire with a short context, all permits held: %v; want DeadlineExceeded and ErrNotAcquired", err)
 	}
@@ -89,11 +89,11 @@ func (s *suite) semaphore(t *testing.T) {
 	// A waiter is served when a permit is released, with a greater token
 	// for that permit.
 	res := make(chan error, 1)
-	go func() { res <- c.Acquire(ctx) }()
+	go func() { res <- c.Lock(ctx) }()
 	time.Sleep(100 * time.Millisecond)
 	freed, oldToken := a.PermitKey(), a.Token()
 	done := a.Done()
-	if err := a.Release(ctx); err != nil {
+	if err := a.Unlock(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	if !isClosed(done) || !errors.Is(a.Err(), dlock.ErrUnlocked) {
@@ -110,11 +110,11 @@ func (s *suite) semaphore(t *testing.T) {
 	if c.PermitKey() != freed || c.Token() <= oldToken {
 		t.Fatalf("waiter got %q token %d; want the released %q with a token above %d", c.PermitKey(), c.Token(), freed, oldToken)
 	}
-	if err := a.Release(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+	if err := a.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
 		t.Fatalf("second Release: %v; want ErrNotHeld", err)
 	}
-	_ = b.Release(ctx)
-	_ = c.Release(ctx)
+	_ = b.Unlock(ctx)
+	_ = c.Unlock(ctx)
 	s.checkKeysFree(t, l1, "after every permit was released", freed)
 }
 
@@ -128,7 +128,7 @@ func (s *suite) semaphoreBound(t *testing.T) {
 		rounds     = 6
 	)
 	key := s.key(t, "sem")
-	ls := []dlock.Locker{s.locker(t), s.locker(t)}
+	ls := []*dlock.Locker{s.locker(t), s.locker(t)}
 	var (
 		inside  atomic.Int32
 		most    atomic.Int32
@@ -145,7 +145,7 @@ func (s *suite) semaphoreBound(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for r := 0; r < rounds; r++ {
-				if err := sm.Acquire(ctx); err != nil {
+				if err := sm.Lock(ctx); err != nil {
 					errs <- fmt.Errorf("acquire: %w", err)
 					return
 				}
@@ -163,7 +163,7 @@ func (s *suite) semaphoreBound(t *testing.T) {
 					errs <- fmt.Errorf("fence refused a live permit: %w", err)
 				}
 				inside.Add(-1)
-				if err := sm.Release(ctx); err != nil {
+				if err := sm.Unlock(ctx); err != nil {
 					errs <- fmt.Errorf("release: %w", err)
 					return
 				}
@@ -193,7 +193,7 @@ func (s *suite) semaphoreExpiry(t *testing.T) {
 	tokens := map[string]dlock.Token{}
 	for i := 0; i < 2; i++ {
 		sm := mustSem(t, l1, key, 2, dlock.WithTTL(ttl), dlock.WithAutoRenew(false))
-		if err := sm.Acquire(ctx); err != nil {
+		if err := sm.Lock(ctx); err != nil {
 			t.Fatalf("Acquire: %v", err)
 		}
 		crashed = append(crashed, sm)
@@ -201,7 +201,7 @@ func (s *suite) semaphoreExpiry(t *testing.T) {
 	}
 	waiter := mustSem(t, l2, key, 2, dlock.WithTTL(s.h.longTTL()))
 	start := time.Now()
-	if err := waiter.Acquire(ctxFor(t, ttl+s.h.ExpiryGrace+slack)); err != nil {
+	if err := waiter.Lock(ctxFor(t, ttl+s.h.ExpiryGrace+slack)); err != nil {
 		t.Fatalf("Acquire after the holders' TTL (%v, grace %v): %v", ttl, s.h.ExpiryGrace, err)
 	}
 	t.Logf("a permit returned %v after the holders stopped renewing", time.Since(start))
@@ -219,7 +219,7 @@ func (s *suite) semaphoreExpiry(t *testing.T) {
 			}
 		}
 	}
-	_ = waiter.Release(ctx)
+	_ = waiter.Unlock(ctx)
 }
 
 // SemaphoreMismatch: clients that disagree on N get ErrInvalidOption and
@@ -231,25 +231,25 @@ func (s *suite) semaphoreMismatch(t *testing.T) {
 	key := s.key(t, "sem")
 	ttl := s.h.longTTL()
 	two := mustSem(t, l1, key, 2, dlock.WithTTL(ttl))
-	if err := two.Acquire(ctx); err != nil {
+	if err := two.Lock(ctx); err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
 	three := mustSem(t, l2, key, 3, dlock.WithTTL(ttl))
-	if err := three.TryAcquire(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
+	if err := three.TryLock(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
 		t.Fatalf("TryAcquire with 3 permits while a client with 2 holds one: %v; want ErrInvalidOption", err)
 	}
-	if err := three.Acquire(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
+	if err := three.Lock(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
 		t.Fatalf("Acquire with 3 permits while a client with 2 holds one: %v; want ErrInvalidOption", err)
 	}
 	if three.Token() != 0 || three.Slot() != -1 {
 		t.Fatalf("after the refusal the 3-permit client holds slot %d", three.Slot())
 	}
 	s.checkOnlyHeld(t, l1, key, 3, two.PermitKey())
-	if err := two.Release(ctx); err != nil {
+	if err := two.Unlock(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	// The key is recorded with 2 permits; clear it for the second half.
-	if ok, err := dlock.ResetSemaphore(ctx, l1, key, 2); err != nil || !ok {
+	if ok, err := l1.ResetSemaphore(ctx, key, 2); err != nil || !ok {
 		t.Fatalf("ResetSemaphore(2) with no permit held: %v, %v; want true", ok, err)
 	}
 
@@ -258,19 +258,19 @@ func (s *suite) semaphoreMismatch(t *testing.T) {
 	var big []*dlock.Semaphore
 	for i := 0; i < 3; i++ {
 		sm := mustSem(t, l2, key, 3, dlock.WithTTL(ttl))
-		if err := sm.Acquire(ctx); err != nil {
+		if err := sm.Lock(ctx); err != nil {
 			t.Fatalf("Acquire %d of 3: %v", i+1, err)
 		}
 		big = append(big, sm)
 	}
 	for _, sm := range big {
 		if sm.Slot() != 2 {
-			if err := sm.Release(ctx); err != nil {
+			if err := sm.Unlock(ctx); err != nil {
 				t.Fatalf("Release: %v", err)
 			}
 		}
 	}
-	if err := two.Acquire(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
+	if err := two.Lock(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
 		t.Fatalf("Acquire with 2 permits while a client with 3 holds slot 2: %v; want ErrInvalidOption", err)
 	}
 	if two.Slot() != -1 {
@@ -278,7 +278,7 @@ func (s *suite) semaphoreMismatch(t *testing.T) {
 	}
 	s.checkOnlyHeld(t, l1, key, 3, key+"#permit/2")
 	for _, sm := range big {
-		_ = sm.Release(ctx)
+		_ = sm.Unlock(ctx)
 	}
 }
 
@@ -298,7 +298,7 @@ func (s *suite) semaphoreRecord(t *testing.T) {
 	var big []*dlock.Semaphore
 	for i := 0; i < 4; i++ {
 		sm := mustSem(t, l2, key, 4, dlock.WithTTL(ttl))
-		if err := sm.Acquire(ctx); err != nil {
+		if err := sm.Lock(ctx); err != nil {
 			t.Fatalf("Acquire %d of 4: %v", i+1, err)
 		}
 		big = append(big, sm)
@@ -309,22 +309,22 @@ func (s *suite) semaphoreRecord(t *testing.T) {
 			kept = sm
 			continue
 		}
-		if err := sm.Release(ctx); err != nil {
+		if err := sm.Unlock(ctx); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
 	}
 	small := mustSem(t, l1, key, 2, dlock.WithTTL(ttl))
-	if err := small.TryAcquire(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
+	if err := small.TryLock(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
 		t.Fatalf("TryAcquire with 2 permits while a client with 4 holds slot 3: %v; want ErrInvalidOption", err)
 	}
-	if err := small.Acquire(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
+	if err := small.Lock(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
 		t.Fatalf("Acquire with 2 permits while a client with 4 holds slot 3: %v; want ErrInvalidOption", err)
 	}
 	s.checkOnlyHeld(t, l1, key, 4, key+"#permit/3")
-	if _, err := dlock.ResetSemaphore(ctx, l1, key, 4); !errors.Is(err, dlock.ErrNotAcquired) {
+	if _, err := l1.ResetSemaphore(ctx, key, 4); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("ResetSemaphore while a permit is held: %v; want ErrNotAcquired", err)
 	}
-	if err := kept.Release(ctx); err != nil {
+	if err := kept.Unlock(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 
@@ -344,31 +344,31 @@ func (s *suite) semaphoreRecord(t *testing.T) {
 	if info, err := l1.Inspect(ctx, key); err != nil || info.Held {
 		t.Fatalf("Inspect of the semaphore's key: %+v, %v; want free (the record is not a lock)", info, err)
 	}
-	if err := mustSem(t, l1, key, 2, dlock.WithTTL(ttl)).TryAcquire(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
+	if err := mustSem(t, l1, key, 2, dlock.WithTTL(ttl)).TryLock(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
 		t.Fatalf("TryAcquire with 2 permits on a key recorded with 4, none held: %v; want ErrInvalidOption", err)
 	}
-	if ok, err := dlock.ResetSemaphore(ctx, l1, key, 2); err != nil || ok {
+	if ok, err := l1.ResetSemaphore(ctx, key, 2); err != nil || ok {
 		t.Fatalf("ResetSemaphore(2) on a key recorded with 4: %v, %v; want false and no error", ok, err)
 	}
-	if ok, err := dlock.ResetSemaphore(ctx, l1, key, 4); err != nil || !ok {
+	if ok, err := l1.ResetSemaphore(ctx, key, 4); err != nil || !ok {
 		t.Fatalf("ResetSemaphore(4): %v, %v; want true", ok, err)
 	}
-	if ok, err := dlock.ResetSemaphore(ctx, l1, key, 4); err != nil || ok {
+	if ok, err := l1.ResetSemaphore(ctx, key, 4); err != nil || ok {
 		t.Fatalf("ResetSemaphore(4) again: %v, %v; want false", ok, err)
 	}
 	// Now 2 is the first number used, and 4 is refused.
-	if err := small.Acquire(ctx); err != nil {
+	if err := small.Lock(ctx); err != nil {
 		t.Fatalf("Acquire with 2 permits after the reset: %v", err)
 	}
-	if err := mustSem(t, l2, key, 4, dlock.WithTTL(ttl)).TryAcquire(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
+	if err := mustSem(t, l2, key, 4, dlock.WithTTL(ttl)).TryLock(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
 		t.Fatalf("TryAcquire with 4 permits on a key recorded with 2: %v; want ErrInvalidOption", err)
 	}
-	_ = small.Release(ctx)
+	_ = small.Unlock(ctx)
 
 	// Clients of two numbers racing to use a new key first: one number
 	// wins, every client of the other is refused.
 	l3 := s.locker(t)
-	lockers := []dlock.Locker{l1, l2, l3}
+	lockers := []*dlock.Locker{l1, l2, l3}
 	for round := 0; round < 4; round++ {
 		rkey := fmt.Sprintf("%s/race%d", key, round)
 		const each = 3
@@ -388,7 +388,7 @@ func (s *suite) semaphoreRecord(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				err := sm.TryAcquire(ctx)
+				err := sm.TryLock(ctx)
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -404,7 +404,7 @@ func (s *suite) semaphoreRecord(t *testing.T) {
 		close(start)
 		wg.Wait()
 		for _, sm := range sems {
-			_ = sm.Release(ctx)
+			_ = sm.Unlock(ctx)
 		}
 		if len(in) != 1 || len(refused) != 1 || in[2]+in[3] != each || refused[2]+refused[3] != each {
 			t.Fatalf("round %d: accepted by number %v, refused by number %v; want every client of one number accepted and every one of the other refused", round, in, refused)
@@ -414,7 +414,7 @@ func (s *suite) semaphoreRecord(t *testing.T) {
 
 // checkOnlyHeld fails unless, of the first n permit slots of key, only
 // the one named is held.
-func (s *suite) checkOnlyHeld(t *testing.T, l dlock.Locker, key string, n int, held string) {
+func (s *suite) checkOnlyHeld(t *testing.T, l *dlock.Locker, key string, n int, held string) {
 	t.Helper()
 	ctx := ctxFor(t, 30*time.Second)
 	for i := 0; i < n; i++ {
@@ -438,12 +438,12 @@ func (s *suite) semaphoreClose(t *testing.T) {
 	key := s.key(t, "sem")
 	ttl := s.h.longTTL()
 	holder := mustSem(t, l2, key, 1, dlock.WithTTL(ttl))
-	if err := holder.Acquire(ctx); err != nil {
+	if err := holder.Lock(ctx); err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
 	waiter := mustSem(t, l1, key, 1, dlock.WithTTL(ttl))
 	res := make(chan error, 1)
-	go func() { res <- waiter.Acquire(ctx) }()
+	go func() { res <- waiter.Lock(ctx) }()
 	time.Sleep(200 * time.Millisecond)
 	if err := l1.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -466,8 +466,8 @@ func (s *suite) semaphoreClose(t *testing.T) {
 	}
 	s.checkKeysFree(t, l3, "after Close of the holder's Locker", permit)
 	other := mustSem(t, l3, key, 1, dlock.WithTTL(ttl))
-	if err := other.TryAcquire(ctx); err != nil {
+	if err := other.TryLock(ctx); err != nil {
 		t.Fatalf("TryAcquire after the holder's Locker closed: %v", err)
 	}
-	_ = other.Release(ctx)
+	_ = other.Unlock(ctx)
 }

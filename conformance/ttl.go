@@ -104,7 +104,7 @@ func (s *suite) ttlLimit(t *testing.T) {
 // twoHolders reports what a Mutex made with a TTL that should have been
 // refused does: whether it locks, and whether another Locker can then
 // take the same key. It leaves the key free.
-func (s *suite) twoHolders(t *testing.T, m dlock.Mutex, l2 dlock.Locker, key string, ttl time.Duration) {
+func (s *suite) twoHolders(t *testing.T, m *dlock.Mutex, l2 *dlock.Locker, key string, ttl time.Duration) {
 	t.Helper()
 	ctx := ctxFor(t, 30*time.Second)
 	if err := m.Lock(ctx); err != nil {

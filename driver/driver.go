@@ -21,7 +21,7 @@
 // assertion:
 //
 //   - [Acquirer]: a blocking, queue-based acquire (etcd, ZooKeeper, Redis). When
-//     present, dlock.Mutex.Lock calls it instead of looping over
+//     present, *dlock.Mutex.Lock calls it instead of looping over
 //     TryAcquire and Watch.
 //   - [Limiter]: the TTLs the backend can honour (etcd leases start at 2 s,
 //     Consul sessions at 10 s and end at 24 h). dlock rejects other TTLs

@@ -47,3 +47,21 @@ func Unavailable(err error) error {
 	}
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
+
+// Why a hold was lost. The dlock package re-exports these values; an error
+// matching ErrLockLost from the portable layer also matches exactly one of
+// them.
+var (
+	// ErrRenewalFailed: renewals were attempted and failed (the backend did
+	// not answer in time, or answered with an error) until the validity
+	// window had nearly run out.
+	ErrRenewalFailed = errors.New("dlock: renewal failed")
+	// ErrReportedLost: the backend said the hold had ended: the session
+	// expired, the key was deleted or taken over, a renewal or release found
+	// the lock no longer this hold's.
+	ErrReportedLost = errors.New("dlock: backend reported the hold ended")
+	// ErrLeaseExpired: the validity window ran out with no renewal
+	// attempted (auto-renew off and no Renew, or a process paused past its
+	// lease before the watchdog could run).
+	ErrLeaseExpired = errors.New("dlock: lease expired unrenewed")
+)

@@ -2,6 +2,7 @@ package dlockotel_test
 
 import (
 	"context"
+	"github.com/dlock-go/dlock/observe"
 	"sync"
 	"testing"
 	"time"
@@ -19,25 +20,25 @@ type recorder struct {
 	wait, hold, renewDur, margin []float64
 }
 
-func (r *recorder) Begin(ctx context.Context, _ dlock.Call) context.Context { return ctx }
+func (r *recorder) Begin(ctx context.Context, _ observe.Call) context.Context { return ctx }
 
-func (r *recorder) Step(context.Context, dlock.Call, dlock.Step) {}
+func (r *recorder) Step(context.Context, observe.Call, observe.Step) {}
 
-func (r *recorder) End(_ context.Context, c dlock.Call, res dlock.Result) {
+func (r *recorder) End(_ context.Context, c observe.Call, res observe.Result) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch c.Op {
-	case dlock.OpLock, dlock.OpTryLock:
+	case observe.OpLock, observe.OpTryLock:
 		r.wait = append(r.wait, res.Duration.Seconds())
-	case dlock.OpRenew:
+	case observe.OpRenew:
 		r.renewDur = append(r.renewDur, res.Duration.Seconds())
-		if res.Outcome == dlock.OutcomeRenewed {
+		if res.Outcome == observe.OutcomeRenewed {
 			r.margin = append(r.margin, res.Margin.Seconds())
 		}
 	}
 }
 
-func (r *recorder) HoldEnd(e dlock.HoldEnd) {
+func (r *recorder) HoldEnd(e observe.HoldEnd) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.hold = append(r.hold, e.Held.Seconds())

@@ -3,6 +3,7 @@ package dlockotel
 import (
 	"context"
 	"errors"
+	"github.com/dlock-go/dlock/observe"
 
 	"github.com/dlock-go/dlock"
 )
@@ -35,8 +36,8 @@ var errorTypes = []struct {
 // want), or "_OTHER". A call that was called off (OutcomeCanceled) is
 // "canceled" or "deadline_exceeded", whatever the backend's request that it
 // cut short returned.
-func errorType(outcome dlock.Outcome, err error) string {
-	if outcome == dlock.OutcomeCanceled {
+func errorType(outcome observe.Outcome, err error) string {
+	if outcome == observe.OutcomeCanceled {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return "deadline_exceeded"
 		}

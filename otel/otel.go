@@ -3,14 +3,13 @@ package dlockotel
 import (
 	"context"
 	"errors"
+	"github.com/dlock-go/dlock/observe"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/dlock-go/dlock"
 )
 
 // ScopeName is the instrumentation scope of the meter and the tracer.
@@ -64,7 +63,7 @@ type Observer struct {
 	held                         metric.Int64UpDownCounter
 }
 
-var _ dlock.Observer = (*Observer)(nil)
+var _ observe.Observer = (*Observer)(nil)
 
 // New returns an Observer over the global providers, or those given.
 func New(opts ...Option) (*Observer, error) {
@@ -118,15 +117,15 @@ func (o *Observer) common(backend, key string, more ...attribute.KeyValue) metri
 	return metric.WithAttributes(append(kv, more...)...)
 }
 
-var spanNames = map[dlock.Op]string{
-	dlock.OpLock:    "dlock.Lock",
-	dlock.OpTryLock: "dlock.TryLock",
-	dlock.OpUnlock:  "dlock.Unlock",
-	dlock.OpRenew:   "dlock.Renew",
+var spanNames = map[observe.Op]string{
+	observe.OpLock:    "dlock.Lock",
+	observe.OpTryLock: "dlock.TryLock",
+	observe.OpUnlock:  "dlock.Unlock",
+	observe.OpRenew:   "dlock.Renew",
 }
 
 // Begin starts the call's span.
-func (o *Observer) Begin(ctx context.Context, c dlock.Call) context.Context {
+func (o *Observer) Begin(ctx context.Context, c observe.Call) context.Context {
 	attrs := []attribute.KeyValue{AttrBackend.String(c.Backend)}
 	if o.withKey {
 		attrs = append(attrs, AttrKey.String(c.Key))
@@ -144,42 +143,42 @@ func (o *Observer) Begin(ctx context.Context, c dlock.Call) context.Context {
 }
 
 // Step adds an event to Lock's span.
-func (o *Observer) Step(ctx context.Context, _ dlock.Call, s dlock.Step) {
+func (o *Observer) Step(ctx context.Context, _ observe.Call, s observe.Step) {
 	trace.SpanFromContext(ctx).AddEvent(s.String())
 }
 
 // End records the call's metrics and ends its span.
-func (o *Observer) End(ctx context.Context, c dlock.Call, r dlock.Result) {
+func (o *Observer) End(ctx context.Context, c observe.Call, r observe.Result) {
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(AttrOutcome.String(string(r.Outcome)))
 	if r.Token != 0 {
 		span.SetAttributes(AttrToken.Int64(int64(min(uint64(r.Token), 1<<63-1))))
 	}
-	if r.Err != nil && (r.Outcome == dlock.OutcomeError || r.Outcome == dlock.OutcomeLost || r.Outcome == dlock.OutcomeFailed) {
+	if r.Err != nil && (r.Outcome == observe.OutcomeError || r.Outcome == observe.OutcomeLost || r.Outcome == observe.OutcomeFailed) {
 		span.RecordError(r.Err)
 		span.SetStatus(codes.Error, r.Err.Error())
 		span.SetAttributes(AttrErrorType.String(errorType(r.Outcome, r.Err)))
 	}
 	secs := r.Duration.Seconds()
 	switch c.Op {
-	case dlock.OpLock, dlock.OpTryLock:
+	case observe.OpLock, observe.OpTryLock:
 		attrs := []attribute.KeyValue{AttrOp.String(c.Op.String()), AttrOutcome.String(string(r.Outcome))}
-		if r.Outcome != dlock.OutcomeAcquired {
+		if r.Outcome != observe.OutcomeAcquired {
 			attrs = append(attrs, AttrErrorType.String(errorType(r.Outcome, r.Err)))
 		}
 		o.wait.Record(ctx, secs, o.common(c.Backend, c.Key, attrs...))
-		if r.Outcome == dlock.OutcomeAcquired {
+		if r.Outcome == observe.OutcomeAcquired {
 			o.acquisitions.Add(ctx, 1, o.common(c.Backend, c.Key))
 			o.held.Add(ctx, 1, o.common(c.Backend, c.Key))
 		}
-	case dlock.OpRenew:
+	case observe.OpRenew:
 		var failed []attribute.KeyValue
-		if r.Outcome != dlock.OutcomeRenewed {
+		if r.Outcome != observe.OutcomeRenewed {
 			failed = []attribute.KeyValue{AttrErrorType.String(errorType(r.Outcome, r.Err))}
 		}
 		o.renewals.Add(ctx, 1, o.common(c.Backend, c.Key, append(failed, AttrOutcome.String(string(r.Outcome)), AttrWatchdog.Bool(c.Watchdog))...))
 		o.renewDur.Record(ctx, secs, o.common(c.Backend, c.Key, failed...))
-		if r.Outcome == dlock.OutcomeRenewed {
+		if r.Outcome == observe.OutcomeRenewed {
 			o.margin.Record(ctx, r.Margin.Seconds(), o.common(c.Backend, c.Key))
 		}
 	}
@@ -187,13 +186,13 @@ func (o *Observer) End(ctx context.Context, c dlock.Call, r dlock.Result) {
 }
 
 // HoldEnd records the hold's duration, and its loss with the cause.
-func (o *Observer) HoldEnd(e dlock.HoldEnd) {
+func (o *Observer) HoldEnd(e observe.HoldEnd) {
 	ctx := context.Background()
 	end := "unlocked"
 	if e.Lost {
 		end = "lost"
-		o.loss.Add(ctx, 1, o.common(e.Backend, e.Key, AttrLossCause.String(dlock.LossCause(e.Cause)),
-			AttrErrorType.String(errorType(dlock.OutcomeLost, e.Cause))))
+		o.loss.Add(ctx, 1, o.common(e.Backend, e.Key, AttrLossCause.String(observe.LossCause(e.Cause)),
+			AttrErrorType.String(errorType(observe.OutcomeLost, e.Cause))))
 	}
 	o.hold.Record(ctx, e.Held.Seconds(), o.common(e.Backend, e.Key, AttrEnd.String(end)))
 	o.held.Add(ctx, -1, o.common(e.Backend, e.Key))

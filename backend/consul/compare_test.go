@@ -27,7 +27,7 @@ func benchRun() string {
 }
 
 // benchLocker opens a dlock Locker on the test agent.
-func benchLocker(b *testing.B, raw string) dlock.Locker {
+func benchLocker(b *testing.B, raw string) *dlock.Locker {
 	b.Helper()
 	d, err := open(context.Background(), testURL(b, raw, "lockdelay=1ms"))
 	if err != nil {
@@ -56,7 +56,7 @@ type contender struct {
 	unlock func() error
 }
 
-func dlockContender(m dlock.Mutex) contender {
+func dlockContender(m *dlock.Mutex) contender {
 	ctx := context.Background()
 	return contender{lock: func() error { return m.Lock(ctx) }, unlock: func() error { return m.Unlock(ctx) }}
 }
@@ -104,7 +104,7 @@ func BenchmarkVsAPILock(b *testing.B) {
 	// Eight goroutines over two Lockers: within a Locker waiters queue in
 	// process, as in conformance.RunBenchmarks.
 	b.Run("Contended/dlock-2-lockers", func(b *testing.B) {
-		ls := []dlock.Locker{benchLocker(b, raw), benchLocker(b, raw)}
+		ls := []*dlock.Locker{benchLocker(b, raw), benchLocker(b, raw)}
 		cs := make([]contender, 8)
 		for i := range cs {
 			m, err := ls[i%2].NewMutex("bench/" + run + "/contended2")

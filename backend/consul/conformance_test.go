@@ -74,7 +74,7 @@ func harness(t testing.TB) conformance.Harness {
 	raw := endpoint(t)
 	a := newAdmin(t, raw)
 	return conformance.Harness{
-		NewLocker: func(ctx context.Context, opts ...dlock.Option) (dlock.Locker, error) {
+		NewLocker: func(ctx context.Context, opts ...dlock.Option) (*dlock.Locker, error) {
 			d, err := open(ctx, testURL(t, raw, "lockdelay=1ms"))
 			if err != nil {
 				return nil, err
@@ -86,14 +86,14 @@ func harness(t testing.TB) conformance.Harness {
 			}
 			return l, nil
 		},
-		Unreachable: func(ctx context.Context, addr string) (dlock.Locker, error) {
+		Unreachable: func(ctx context.Context, addr string) (*dlock.Locker, error) {
 			d, err := open(ctx, &url.URL{Scheme: Scheme, Host: addr, Path: "/" + testPrefix})
 			if err != nil {
 				return nil, err
 			}
 			return dlock.NewLocker(d)
 		},
-		UnreachableClient: func(ctx context.Context, addr string) (dlock.Locker, error) {
+		UnreachableClient: func(ctx context.Context, addr string) (*dlock.Locker, error) {
 			cfg := api.DefaultConfig()
 			cfg.Address = addr
 			c, err := api.NewClient(cfg)

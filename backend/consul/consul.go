@@ -133,7 +133,7 @@ func (c config) validate() error {
 // Locker destroys its sessions but leaves the client and its connections
 // alone. New does not talk to the agent (an agent that does not answer
 // shows in Lock as ErrUnavailable).
-func New(client *api.Client, cfg Config, opts ...dlock.Option) (dlock.Locker, error) {
+func New(client *api.Client, cfg Config, opts ...dlock.Option) (*dlock.Locker, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: consul: New with a nil client", dlock.ErrInvalidOption)
 	}
@@ -152,7 +152,7 @@ func New(client *api.Client, cfg Config, opts ...dlock.Option) (dlock.Locker, er
 // apiCfg.Transport (one for requests, with at most 32 connections, one for
 // blocking queries) and closes their connections on Close; apiCfg itself
 // is not modified. Like New, it does not talk to the agent.
-func NewFromConfig(apiCfg *api.Config, cfg Config, opts ...dlock.Option) (dlock.Locker, error) {
+func NewFromConfig(apiCfg *api.Config, cfg Config, opts ...dlock.Option) (*dlock.Locker, error) {
 	c := cfg.resolve()
 	if err := c.validate(); err != nil {
 		return nil, err
@@ -164,7 +164,7 @@ func NewFromConfig(apiCfg *api.Config, cfg Config, opts ...dlock.Option) (dlock.
 	return wrap(d, opts)
 }
 
-func wrap(d *consulDriver, opts []dlock.Option) (dlock.Locker, error) {
+func wrap(d *consulDriver, opts []dlock.Option) (*dlock.Locker, error) {
 	l, err := dlock.NewLocker(d, opts...)
 	if err != nil {
 		_ = d.Close()

@@ -30,7 +30,7 @@ func TestHoldCostsNoGoroutine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	var ms []dlock.Mutex
+	var ms []*dlock.Mutex
 	lock := func() int {
 		for range n {
 			m, err := l.NewMutex("holds-" + strconv.Itoa(len(ms)))

@@ -16,7 +16,7 @@ func TestBreakUnmonitored(t *testing.T) {
 	raw := endpoint(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	openL := func(params string) dlock.Locker {
+	openL := func(params string) *dlock.Locker {
 		d, err := open(ctx, testURL(t, raw, params))
 		if err != nil {
 			t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 )
 
 // testLocker opens a Locker on the test agent with extra URL parameters.
-func testLocker(t *testing.T, params string, opts ...dlock.Option) dlock.Locker {
+func testLocker(t *testing.T, params string, opts ...dlock.Option) *dlock.Locker {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -24,12 +24,12 @@ func TestLockDelayAgainstAnAttemptInFlight(t *testing.T) {
 	)
 	a := newAdmin(t, endpoint(t))
 	holder := testLocker(t, "lockdelay="+delay.String())
-	var lockers [spinners]dlock.Locker
+	var lockers [spinners]*dlock.Locker
 	for i := range lockers {
 		lockers[i] = testLocker(t, "lockdelay=0s")
 	}
 	type result struct {
-		m     dlock.Mutex
+		m     *dlock.Mutex
 		at    time.Time
 		tries int
 		err   error

@@ -34,7 +34,7 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // countedLocker is a Locker (New, the caller's client) whose requests ct
 // counts.
-func countedLocker(t *testing.T, params string, opts ...dlock.Option) (dlock.Locker, *countingTransport) {
+func countedLocker(t *testing.T, params string, opts ...dlock.Option) (*dlock.Locker, *countingTransport) {
 	t.Helper()
 	tr := api.DefaultConfig().Transport
 	t.Cleanup(tr.CloseIdleConnections)
@@ -56,10 +56,10 @@ func countedLocker(t *testing.T, params string, opts ...dlock.Option) (dlock.Loc
 
 // lockMany locks n keys through l and returns their Mutexes, unlocked when
 // the test ends.
-func lockMany(t *testing.T, l dlock.Locker, n int, prefix string, opts ...dlock.Option) []dlock.Mutex {
+func lockMany(t *testing.T, l *dlock.Locker, n int, prefix string, opts ...dlock.Option) []*dlock.Mutex {
 	t.Helper()
 	ctx := ctxFor(t, time.Minute)
-	ms := make([]dlock.Mutex, n)
+	ms := make([]*dlock.Mutex, n)
 	for i := range ms {
 		m, err := l.NewMutex(testKey(t, prefix+strconv.Itoa(i)), opts...)
 		if err != nil {
@@ -81,7 +81,7 @@ func lockMany(t *testing.T, l dlock.Locker, n int, prefix string, opts ...dlock.
 }
 
 // sessionsOf returns the sessions that lock the keys of ms on the agent.
-func sessionsOf(t *testing.T, ms []dlock.Mutex) map[string]int {
+func sessionsOf(t *testing.T, ms []*dlock.Mutex) map[string]int {
 	t.Helper()
 	a := newAdmin(t, endpoint(t))
 	ctx := ctxFor(t, 30*time.Second)
@@ -189,7 +189,7 @@ func TestSharedSessionDoesNotKeepAnUnrenewedHold(t *testing.T) {
 	if err := left.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if s := sessionsOf(t, []dlock.Mutex{kept, left}); len(s) != 1 {
+	if s := sessionsOf(t, []*dlock.Mutex{kept, left}); len(s) != 1 {
 		t.Fatalf("2 holds on %d sessions; want one shared session", len(s))
 	}
 	other, _ := l2.NewMutex(left.Key())

@@ -40,7 +40,7 @@ func BenchmarkVsConcurrency(b *testing.B) {
 		benchInterleaved(b, [2][2]func(context.Context) error{{m.Lock, m.Unlock}, {cm.Lock, cm.Unlock}})
 	})
 	b.Run("Contended/dlock", func(b *testing.B) {
-		ls := []dlock.Locker{e.mustLocker(b), e.mustLocker(b)}
+		ls := []*dlock.Locker{e.mustLocker(b), e.mustLocker(b)}
 		benchContended(b, func(g int) (lock, unlock func(context.Context) error) {
 			m, _ := ls[g%2].NewMutex("contended-dlock")
 			return m.Lock, m.Unlock

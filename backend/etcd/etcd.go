@@ -70,7 +70,7 @@ type Config struct {
 // the Locker. New does not talk to the cluster (a cluster that does not
 // answer shows in Lock as ErrUnavailable). The options set the defaults of
 // every Mutex made from the Locker.
-func New(cli *clientv3.Client, cfg Config, opts ...dlock.Option) (dlock.Locker, error) {
+func New(cli *clientv3.Client, cfg Config, opts ...dlock.Option) (*dlock.Locker, error) {
 	if cli == nil {
 		return nil, fmt.Errorf("%w: etcd: New with a nil client", dlock.ErrInvalidOption)
 	}

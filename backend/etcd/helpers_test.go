@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
 
@@ -77,45 +76,26 @@ func (e *env) client(t testing.TB) *clientv3.Client {
 	return cli
 }
 
-// locker is a Locker with its own client, which its Close also closes: two
-// of them behave like two processes.
-type locker struct {
-	dlock.Locker
-	cli  *clientv3.Client
-	once sync.Once
-}
-
-// Unwrap lets dlock.NewElection find the Locker underneath.
-func (l *locker) Unwrap() dlock.Locker { return l.Locker }
-
-func (l *locker) Close() error {
-	err := l.Locker.Close()
-	l.once.Do(func() {
-		if cerr := l.cli.Close(); err == nil {
-			err = cerr
-		}
-	})
-	return err
-}
-
 // etcdNew is etcd.New, for tests that build their own client.
 var etcdNew = etcd.New
 
-func (e *env) newLocker(_ context.Context, opts ...dlock.Option) (dlock.Locker, error) {
+func (e *env) newLocker(_ context.Context, opts ...dlock.Option) (*dlock.Locker, error) {
 	cli, err := clientv3.New(e.cfg)
 	if err != nil {
 		return nil, err
 	}
-	l, err := etcd.New(cli, etcd.Config{Prefix: e.prefix, LeasePerHold: e.perHold}, opts...)
+	// The Locker closes its own client: two of them behave like two
+	// processes.
+	l, err := etcd.New(cli, etcd.Config{Prefix: e.prefix, LeasePerHold: e.perHold}, append(opts, dlock.WithOnClose(cli.Close))...)
 	if err != nil {
 		_ = cli.Close()
 		return nil, err
 	}
-	return &locker{Locker: l, cli: cli}, nil
+	return l, nil
 }
 
 // mustLocker is newLocker for tests, closed when the test ends.
-func (e *env) mustLocker(t testing.TB, opts ...dlock.Option) dlock.Locker {
+func (e *env) mustLocker(t testing.TB, opts ...dlock.Option) *dlock.Locker {
 	t.Helper()
 	l, err := e.newLocker(context.Background(), opts...)
 	if err != nil {
@@ -128,7 +108,7 @@ func (e *env) mustLocker(t testing.TB, opts ...dlock.Option) dlock.Locker {
 // lockerOn is a Locker under e's prefix (one shared lease, whatever
 // e.perHold says) on a client of its own made from cfg, a counting client
 // say; both are closed when t ends.
-func (e *env) lockerOn(t testing.TB, cfg clientv3.Config, opts ...dlock.Option) dlock.Locker {
+func (e *env) lockerOn(t testing.TB, cfg clientv3.Config, opts ...dlock.Option) *dlock.Locker {
 	t.Helper()
 	cli, err := clientv3.New(cfg)
 	if err != nil {
@@ -173,22 +153,22 @@ func (e *env) queueLen(ctx context.Context, key string) (int64, error) {
 func (e *env) harness() conformance.Harness {
 	return conformance.Harness{
 		NewLocker: e.newLocker,
-		Unreachable: func(ctx context.Context, addr string) (dlock.Locker, error) {
+		Unreachable: func(ctx context.Context, addr string) (*dlock.Locker, error) {
 			return dlock.Open(ctx, "etcd://"+addr+"/"+e.prefix)
 		},
-		UnreachableClient: func(ctx context.Context, addr string) (dlock.Locker, error) {
+		UnreachableClient: func(ctx context.Context, addr string) (*dlock.Locker, error) {
 			cfg := e.cfg
 			cfg.Endpoints, cfg.DialTimeout = []string{addr}, 0 // no blocking dial
 			cli, err := clientv3.New(cfg)
 			if err != nil {
 				return nil, err
 			}
-			l, err := etcd.New(cli, etcd.Config{Prefix: e.prefix, LeasePerHold: e.perHold})
+			l, err := etcd.New(cli, etcd.Config{Prefix: e.prefix, LeasePerHold: e.perHold}, dlock.WithOnClose(cli.Close))
 			if err != nil {
 				_ = cli.Close()
 				return nil, err
 			}
-			return &locker{Locker: l, cli: cli}, nil
+			return l, nil
 		},
 		BreakLease:  e.breakLease,
 		URL:         e.url + "/" + e.prefix,

@@ -18,9 +18,9 @@ import (
 )
 
 // lockMany locks n keys through l, 16 at a time.
-func lockMany(t *testing.T, l dlock.Locker, n int, prefix string) []dlock.Mutex {
+func lockMany(t *testing.T, l *dlock.Locker, n int, prefix string) []*dlock.Mutex {
 	t.Helper()
-	ms := make([]dlock.Mutex, n)
+	ms := make([]*dlock.Mutex, n)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
@@ -131,7 +131,7 @@ func TestSharedLeaseOneKeepalivePerRound(t *testing.T) {
 // cfg, with a 3 s TTL, for two renewal rounds, and fails t unless every
 // hold was renewed and none lost. It returns the holds and how much
 // counter grew over the two rounds.
-func twoRenewalRounds(t *testing.T, e *env, cfg clientv3.Config, n int, prefix string, counter *atomic.Int64) ([]dlock.Mutex, int64) {
+func twoRenewalRounds(t *testing.T, e *env, cfg clientv3.Config, n int, prefix string, counter *atomic.Int64) ([]*dlock.Mutex, int64) {
 	t.Helper()
 	l := e.lockerOn(t, cfg, dlock.WithTTL(3*time.Second))
 	ms := lockMany(t, l, n, prefix)

@@ -69,7 +69,7 @@ func TestTokenIsCreateRevision(t *testing.T) {
 	ctx := ctxFor(t, 30*time.Second)
 	l1, l2 := e.mustLocker(t), e.mustLocker(t)
 	var last dlock.Token
-	for i, l := range []dlock.Locker{l1, l2, l1} {
+	for i, l := range []*dlock.Locker{l1, l2, l1} {
 		m, _ := l.NewMutex("tok")
 		if err := m.Lock(ctx); err != nil {
 			t.Fatalf("Lock: %v", err)

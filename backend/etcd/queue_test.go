@@ -35,7 +35,7 @@ func (e *env) waitQueue(t *testing.T, key string, n int64) {
 }
 
 // lockAsync starts m.Lock(ctx) and returns where its result arrives.
-func lockAsync(ctx context.Context, m dlock.Mutex) <-chan error {
+func lockAsync(ctx context.Context, m *dlock.Mutex) <-chan error {
 	c := make(chan error, 1)
 	go func() { c <- m.Lock(ctx) }()
 	return c
@@ -51,7 +51,7 @@ func TestFIFO(t *testing.T) {
 		t.Fatalf("Lock: %v", err)
 	}
 	order := make(chan int, n)
-	ms := make([]dlock.Mutex, n)
+	ms := make([]*dlock.Mutex, n)
 	for i := range ms {
 		ms[i], _ = e.mustLocker(t).NewMutex(key)
 		go func() {
@@ -290,7 +290,7 @@ func TestCloseEndsWaiters(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 
 	for name, c := range map[string]struct {
-		l    dlock.Locker
+		l    *dlock.Locker
 		errc <-chan error
 	}{"queued waiter": {wl, wErr}, "silent server": {sl, sErr}} {
 		start := time.Now()

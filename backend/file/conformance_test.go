@@ -30,7 +30,7 @@ import (
 func harness(t testing.TB) conformance.Harness {
 	dir := t.TempDir()
 	return conformance.Harness{
-		NewLocker: func(_ context.Context, opts ...dlock.Option) (dlock.Locker, error) {
+		NewLocker: func(_ context.Context, opts ...dlock.Option) (*dlock.Locker, error) {
 			return file.New(dir, opts...)
 		},
 		BreakLease: func(ctx context.Context, key string) error {
@@ -44,7 +44,7 @@ func harness(t testing.TB) conformance.Harness {
 			return nil
 		},
 		URL: "file://" + dir,
-		CutOff: func(_ testing.TB, _ context.Context, opts ...dlock.Option) (dlock.Locker, conformance.Link, error) {
+		CutOff: func(_ testing.TB, _ context.Context, opts ...dlock.Option) (*dlock.Locker, conformance.Link, error) {
 			l, err := file.New(dir, opts...)
 			return l, &flockCut{dir: dir}, err
 		},

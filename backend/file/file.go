@@ -184,7 +184,7 @@ func prepare(dir string) error {
 // New returns a Locker over the lock directory dir (created if missing).
 // Every Locker has its own file descriptors and inotify instance: two
 // Lockers in one process exclude each other as two processes do.
-func New(dir string, opts ...dlock.Option) (dlock.Locker, error) {
+func New(dir string, opts ...dlock.Option) (*dlock.Locker, error) {
 	if !filepath.IsAbs(dir) {
 		return nil, fmt.Errorf("%w: lock directory %q is not absolute", dlock.ErrInvalidURL, dir)
 	}

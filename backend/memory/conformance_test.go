@@ -14,7 +14,7 @@ import (
 func harness() conformance.Harness {
 	s := memory.NewStore()
 	return conformance.Harness{
-		NewLocker: func(_ context.Context, opts ...dlock.Option) (dlock.Locker, error) {
+		NewLocker: func(_ context.Context, opts ...dlock.Option) (*dlock.Locker, error) {
 			return memory.New(s, opts...)
 		},
 		BreakLease: func(_ context.Context, key string) error {

@@ -106,7 +106,7 @@ func NewStore() *Store {
 
 // New returns a Locker over s. Lockers on one Store behave like separate
 // processes using one server.
-func New(s *Store, opts ...dlock.Option) (dlock.Locker, error) {
+func New(s *Store, opts ...dlock.Option) (*dlock.Locker, error) {
 	return dlock.NewLocker(s.driver(), opts...)
 }
 
@@ -403,6 +403,6 @@ func (d *memDriver) Close() error {
 	return nil
 }
 
-// Scheme names the backend for observers (dlock.Call.Backend) when the
+// Scheme names the backend for observers (observe.Call.Backend) when the
 // Locker is made by New rather than by dlock.Open.
 func (d *memDriver) Scheme() string { return Scheme }

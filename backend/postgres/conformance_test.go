@@ -14,10 +14,10 @@ func (e *env) harness() conformance.Harness {
 	return conformance.Harness{
 		URL:    e.raw,
 		CutOff: conformance.CutOffURL(e.raw),
-		NewLocker: func(ctx context.Context, opts ...dlock.Option) (dlock.Locker, error) {
+		NewLocker: func(ctx context.Context, opts ...dlock.Option) (*dlock.Locker, error) {
 			return openLocker(ctx, e.raw, opts...)
 		},
-		Unreachable: func(ctx context.Context, addr string) (dlock.Locker, error) {
+		Unreachable: func(ctx context.Context, addr string) (*dlock.Locker, error) {
 			return dlock.Open(ctx, "postgres://dlock:dlock@"+addr+"/dlock?sslmode=disable&table="+e.table)
 		},
 		BreakLease: func(ctx context.Context, key string) error {

@@ -61,7 +61,7 @@ func withParams(t testing.TB, raw string, kv ...string) string {
 }
 
 // openLocker opens a Locker on raw with a pool of its own.
-func openLocker(ctx context.Context, raw string, opts ...dlock.Option) (dlock.Locker, error) {
+func openLocker(ctx context.Context, raw string, opts ...dlock.Option) (*dlock.Locker, error) {
 	d, err := openRaw(ctx, raw)
 	if err != nil {
 		return nil, err
@@ -78,7 +78,7 @@ func openRaw(ctx context.Context, raw string) (*pgDriver, error) {
 }
 
 // locker opens a Locker on the env's table, closed when t ends.
-func (e *env) locker(t testing.TB, opts ...dlock.Option) dlock.Locker {
+func (e *env) locker(t testing.TB, opts ...dlock.Option) *dlock.Locker {
 	t.Helper()
 	l, err := openLocker(testenv.Context(t, 30*time.Second), e.raw, opts...)
 	if err != nil {
@@ -99,7 +99,7 @@ func (e *env) driver(t testing.TB) *pgDriver {
 	return d
 }
 
-func mustMutex(t testing.TB, l dlock.Locker, key string, opts ...dlock.Option) dlock.Mutex {
+func mustMutex(t testing.TB, l *dlock.Locker, key string, opts ...dlock.Option) *dlock.Mutex {
 	t.Helper()
 	m, err := l.NewMutex(key, opts...)
 	if err != nil {

@@ -138,7 +138,7 @@ func newNames(schema, table string) names {
 // does not answer is an error matching dlock.ErrUnavailable; a table of
 // another shape, ErrNotALockTable. The dlock options set the Locker's
 // defaults.
-func New(ctx context.Context, pool *pgxpool.Pool, c Config, opts ...dlock.Option) (dlock.Locker, error) {
+func New(ctx context.Context, pool *pgxpool.Pool, c Config, opts ...dlock.Option) (*dlock.Locker, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: postgres: nil pool", dlock.ErrInvalidOption)
 	}
@@ -154,7 +154,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, c Config, opts ...dlock.Option
 }
 
 // lockerOver wraps d in the portable Locker, closing d if that fails.
-func lockerOver(d *pgDriver, opts []dlock.Option) (dlock.Locker, error) {
+func lockerOver(d *pgDriver, opts []dlock.Option) (*dlock.Locker, error) {
 	l, err := dlock.NewLocker(d, opts...)
 	if err != nil {
 		_ = d.Close()

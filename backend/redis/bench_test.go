@@ -138,8 +138,8 @@ func BenchmarkContended(b *testing.B) {
 func benchContended(b *testing.B, raw string, stats *goredis.Client, waiters, lockers int) {
 	ctx := context.Background()
 	key := "contended/" + randomHex(6)
-	ms := make([]dlock.Mutex, waiters)
-	ls := make([]dlock.Locker, lockers)
+	ms := make([]*dlock.Mutex, waiters)
+	ls := make([]*dlock.Locker, lockers)
 	for i := range ls {
 		l, err := openLocker(ctx, raw, dlock.WithTTL(30*time.Second))
 		if err != nil {

@@ -54,7 +54,7 @@ func withParams(t testing.TB, raw string, kv ...string) string {
 
 // openLocker opens a Locker on raw with its own connections, with opts as
 // the Locker's defaults.
-func openLocker(ctx context.Context, raw string, opts ...dlock.Option) (dlock.Locker, error) {
+func openLocker(ctx context.Context, raw string, opts ...dlock.Option) (*dlock.Locker, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, err
@@ -68,7 +68,7 @@ func openLocker(ctx context.Context, raw string, opts ...dlock.Option) (dlock.Lo
 
 // openMutex opens a Locker on raw (closed when the test ends) and returns
 // a Mutex on key from it.
-func openMutex(ctx context.Context, t testing.TB, raw, key string, opts ...dlock.Option) dlock.Mutex {
+func openMutex(ctx context.Context, t testing.TB, raw, key string, opts ...dlock.Option) *dlock.Mutex {
 	t.Helper()
 	l, err := openLocker(ctx, raw, opts...)
 	if err != nil {
@@ -110,7 +110,7 @@ func harness(t testing.TB, endpoint string) conformance.Harness {
 	if u != nil && u.Scheme == "redis+cluster" {
 		scheme = "redis+cluster://"
 	}
-	var cutOff func(testing.TB, context.Context, ...dlock.Option) (dlock.Locker, conformance.Link, error)
+	var cutOff func(testing.TB, context.Context, ...dlock.Option) (*dlock.Locker, conformance.Link, error)
 	if u != nil && u.Scheme == "redis" {
 		// Cluster and Sentinel clients find their servers through the
 		// ones the URL names: the cut runs on standalone.
@@ -118,10 +118,10 @@ func harness(t testing.TB, endpoint string) conformance.Harness {
 	}
 	return conformance.Harness{
 		CutOff: cutOff,
-		NewLocker: func(ctx context.Context, opts ...dlock.Option) (dlock.Locker, error) {
+		NewLocker: func(ctx context.Context, opts ...dlock.Option) (*dlock.Locker, error) {
 			return openLocker(ctx, raw, opts...)
 		},
-		Unreachable: func(ctx context.Context, addr string) (dlock.Locker, error) {
+		Unreachable: func(ctx context.Context, addr string) (*dlock.Locker, error) {
 			return dlock.Open(ctx, scheme+addr)
 		},
 		BreakLease: func(ctx context.Context, key string) error {

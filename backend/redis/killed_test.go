@@ -56,9 +56,9 @@ func queueHelperWaiter(raw, key, ttlText, permits string) {
 		if err != nil {
 			fail(err)
 		}
-		s, err := dlock.NewSemaphore(l, key, n)
+		s, err := l.NewSemaphore(key, n)
 		if err == nil {
-			err = s.Acquire(ctx)
+			err = s.Lock(ctx)
 		}
 		fail(fmt.Errorf("Acquire returned %v before the helper was killed", err))
 	}
@@ -76,7 +76,7 @@ func queueHelperWaiter(raw, key, ttlText, permits string) {
 // connections close: nobody is subscribed to its inbox on any of keys any
 // more, while its queue entries stay, live for killedTTL. This is the
 // case the server can tell: the waiter can no longer hear a grant.
-func startKilledWaiter(ctx context.Context, t *testing.T, raw, endpoint, key, permits string, l dlock.Locker, keys ...string) {
+func startKilledWaiter(ctx context.Context, t *testing.T, raw, endpoint, key, permits string, l *dlock.Locker, keys ...string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "DLOCK_QUEUE_HELPER_URL="+raw, "DLOCK_QUEUE_HELPER_KEY="+key,
@@ -226,13 +226,13 @@ func TestSemaphoreKilledWaiter(t *testing.T) {
 		raw := withParams(t, endpoint, "prefix", testPrefix)
 		key := "queue/semkilled/" + randomHex(6)
 		const permits = 2
-		sem := func(desc string) (dlock.Locker, *dlock.Semaphore) {
+		sem := func(desc string) (*dlock.Locker, *dlock.Semaphore) {
 			l, err := openLocker(ctx, raw, dlock.WithOwner(desc))
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = l.Close() })
-			s, err := dlock.NewSemaphore(l, key, permits)
+			s, err := l.NewSemaphore(key, permits)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -241,7 +241,7 @@ func TestSemaphoreKilledWaiter(t *testing.T) {
 		la, a := sem("holder a")
 		_, b := sem("holder b")
 		for _, s := range []*dlock.Semaphore{a, b} {
-			if err := s.Acquire(ctx); err != nil {
+			if err := s.Lock(ctx); err != nil {
 				t.Fatalf("Acquire: %v", err)
 			}
 		}
@@ -250,7 +250,7 @@ func TestSemaphoreKilledWaiter(t *testing.T) {
 
 		_, c := sem("live waiter")
 		got := make(chan error, 1)
-		go func() { got <- c.Acquire(ctx) }()
+		go func() { got <- c.Lock(ctx) }()
 		for _, slot := range slots {
 			waitWaiters(ctx, t, la, slot, 2) // behind the dead waiter on both
 		}
@@ -266,7 +266,7 @@ func TestSemaphoreKilledWaiter(t *testing.T) {
 			return info
 		}
 		aSlot, bSlot := a.PermitKey(), b.PermitKey()
-		if err := a.Release(ctx); err != nil {
+		if err := a.Unlock(ctx); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
 		if info := heldBy(aSlot); !info.Held || !strings.Contains(info.Owner, "live waiter") {
@@ -275,26 +275,26 @@ func TestSemaphoreKilledWaiter(t *testing.T) {
 		if err := <-got; err != nil {
 			t.Fatalf("Acquire behind a killed waiter: %v", err)
 		}
-		defer func() { _ = c.Release(ctx) }()
+		defer func() { _ = c.Unlock(ctx) }()
 		if c.PermitKey() != aSlot {
 			t.Fatalf("live waiter holds %s; want the released %s", c.PermitKey(), aSlot)
 		}
 		// The other permit: its queue holds only the dead entry (the live
 		// waiter left it when it got the first), so its release frees it.
-		if err := b.Release(ctx); err != nil {
+		if err := b.Unlock(ctx); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
 		if info := heldBy(bSlot); info.Held || info.Waiters != 0 {
 			t.Fatalf("after the release, slot %s is held=%v by %q with %d waiters; want it free", bSlot, info.Held, info.Owner, info.Waiters)
 		}
 		_, d := sem("newcomer")
-		if err := d.TryAcquire(ctx); err != nil {
+		if err := d.TryLock(ctx); err != nil {
 			t.Fatalf("TryAcquire of the freed permit: %v", err)
 		}
 		if d.PermitKey() != bSlot {
 			t.Fatalf("newcomer holds %s; want the freed %s", d.PermitKey(), bSlot)
 		}
-		if err := d.Release(ctx); err != nil {
+		if err := d.Unlock(ctx); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
 	})

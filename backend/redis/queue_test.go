@@ -138,7 +138,7 @@ func TestQueueCommandsPerAcquisitionFlat(t *testing.T) {
 }
 
 // waitWaiters polls Inspect until key has want live waiters.
-func waitWaiters(ctx context.Context, t *testing.T, l dlock.Locker, key string, want int) {
+func waitWaiters(ctx context.Context, t *testing.T, l *dlock.Locker, key string, want int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -163,7 +163,7 @@ func TestQueueFIFO(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		raw := withParams(t, endpoint, "prefix", testPrefix)
-		open := func() dlock.Locker {
+		open := func() *dlock.Locker {
 			l, err := openLocker(ctx, raw)
 			if err != nil {
 				t.Fatalf("open: %v", err)
@@ -234,7 +234,7 @@ func TestQueueFIFO(t *testing.T) {
 
 // lockAsync locks m in a goroutine and sends when Lock returned; the
 // channel is closed, and the test marked failed, if Lock failed.
-func lockAsync(ctx context.Context, t *testing.T, m dlock.Mutex) <-chan time.Time {
+func lockAsync(ctx context.Context, t *testing.T, m *dlock.Mutex) <-chan time.Time {
 	got := make(chan time.Time, 1)
 	go func() {
 		if err := m.Lock(ctx); err != nil {
@@ -257,7 +257,7 @@ func TestGrantedHoldHasAWholeLease(t *testing.T) {
 		defer cancel()
 		const ttl = 3 * time.Second
 		raw := withParams(t, endpoint, "prefix", testPrefix)
-		open := func() dlock.Locker {
+		open := func() *dlock.Locker {
 			l, err := openLocker(ctx, raw)
 			if err != nil {
 				t.Fatalf("open: %v", err)

@@ -96,7 +96,7 @@ func (o Config) normalize() (Config, error) {
 //
 // For the caller's context to bound every call, create the client with
 // ContextTimeoutEnabled: true (Open does).
-func New(ctx context.Context, client goredis.UniversalClient, cfg Config, opts ...dlock.Option) (dlock.Locker, error) {
+func New(ctx context.Context, client goredis.UniversalClient, cfg Config, opts ...dlock.Option) (*dlock.Locker, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: redis: nil client", dlock.ErrInvalidOption)
 	}
@@ -112,7 +112,7 @@ func New(ctx context.Context, client goredis.UniversalClient, cfg Config, opts .
 }
 
 // lockerOver wraps d in the portable Locker, closing d if that fails.
-func lockerOver(d *redisDriver, opts []dlock.Option) (dlock.Locker, error) {
+func lockerOver(d *redisDriver, opts []dlock.Option) (*dlock.Locker, error) {
 	l, err := dlock.NewLocker(d, opts...)
 	if err != nil {
 		_ = d.Close()

@@ -65,9 +65,9 @@ func countedClient(t *testing.T, raw string) (goredis.UniversalClient, *atomic.I
 }
 
 // holdKeys locks n keys through l, 16 at a time.
-func holdKeys(t *testing.T, l dlock.Locker, n int, prefix string) []dlock.Mutex {
+func holdKeys(t *testing.T, l *dlock.Locker, n int, prefix string) []*dlock.Mutex {
 	t.Helper()
-	ms := make([]dlock.Mutex, n)
+	ms := make([]*dlock.Mutex, n)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var firstErr atomic.Value

@@ -34,28 +34,16 @@ func BenchmarkSingleRedis(b *testing.B) {
 func singleHarness(b *testing.B, host string) conformance.Harness {
 	prefix := strings.TrimSuffix(testPrefix(), ":")
 	return conformance.Harness{
-		NewLocker: func(ctx context.Context, opts ...dlock.Option) (dlock.Locker, error) {
+		NewLocker: func(ctx context.Context, opts ...dlock.Option) (*dlock.Locker, error) {
 			c := goredis.NewClient(&goredis.Options{Addr: host, ContextTimeoutEnabled: true})
-			l, err := redisbackend.New(ctx, c, redisbackend.Config{Prefix: prefix}, opts...)
+			l, err := redisbackend.New(ctx, c, redisbackend.Config{Prefix: prefix}, append(opts, dlock.WithOnClose(c.Close))...)
 			if err != nil {
 				_ = c.Close()
 				return nil, err
 			}
-			return closing{l, c}, nil
+			return l, nil
 		},
 	}
-}
-
-// closing closes the client of a Locker made with New when it closes.
-type closing struct {
-	dlock.Locker
-	c *goredis.Client
-}
-
-func (l closing) Close() error {
-	err := l.Locker.Close()
-	_ = l.c.Close()
-	return err
 }
 
 // BenchmarkCommands counts the Redis commands one acquisition costs
@@ -70,7 +58,7 @@ func BenchmarkCommands(b *testing.B) {
 	single := singleHarness(b, hosts[0])
 	for _, c := range []struct {
 		name  string
-		newL  func(context.Context, ...dlock.Option) (dlock.Locker, error)
+		newL  func(context.Context, ...dlock.Option) (*dlock.Locker, error)
 		hosts []string
 	}{
 		{"redlock-5", h.NewLocker, hosts},
@@ -102,9 +90,9 @@ func BenchmarkCommands(b *testing.B) {
 	}
 }
 
-func lockers(b *testing.B, newL func(context.Context, ...dlock.Option) (dlock.Locker, error), n int) []dlock.Locker {
+func lockers(b *testing.B, newL func(context.Context, ...dlock.Option) (*dlock.Locker, error), n int) []*dlock.Locker {
 	b.Helper()
-	var ls []dlock.Locker
+	var ls []*dlock.Locker
 	for range n {
 		l, err := newL(context.Background(), dlock.WithTTL(30*time.Second))
 		if err != nil {
@@ -118,7 +106,7 @@ func lockers(b *testing.B, newL func(context.Context, ...dlock.Option) (dlock.Lo
 
 // contended has 8 goroutines over the lockers take one key b.N times in
 // all, holding it 1ms each time, as the conformance benchmark does.
-func contended(b *testing.B, ls []dlock.Locker) int {
+func contended(b *testing.B, ls []*dlock.Locker) int {
 	const goroutines = 8
 	ctx := context.Background()
 	var (

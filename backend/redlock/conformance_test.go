@@ -23,7 +23,7 @@ func harness(t testing.TB) conformance.Harness {
 	admin := adminClients(t, hosts)
 	rawURL := withParams(t, ep, "prefix", prefix, "timeout", "2s")
 	return conformance.Harness{
-		NewLocker: func(ctx context.Context, opts ...dlock.Option) (dlock.Locker, error) {
+		NewLocker: func(ctx context.Context, opts ...dlock.Option) (*dlock.Locker, error) {
 			d, err := redlock.OpenDriver(ctx, rawURL)
 			if err != nil {
 				return nil, err
@@ -35,7 +35,7 @@ func harness(t testing.TB) conformance.Harness {
 			return l, err
 		},
 		// A hanging server plus two more: no instance answers.
-		Unreachable: func(ctx context.Context, addr string) (dlock.Locker, error) {
+		Unreachable: func(ctx context.Context, addr string) (*dlock.Locker, error) {
 			u := fmt.Sprintf("redlock://%s,%s,%s?prefix=%s&timeout=200ms",
 				addr, conformance.SilentServer(t), conformance.SilentServer(t), prefix)
 			d, err := redlock.OpenDriver(ctx, u)
@@ -45,7 +45,7 @@ func harness(t testing.TB) conformance.Harness {
 			return dlock.NewLocker(d)
 		},
 		// The same over clients of the caller's: New does not talk to them.
-		UnreachableClient: func(ctx context.Context, addr string) (dlock.Locker, error) {
+		UnreachableClient: func(ctx context.Context, addr string) (*dlock.Locker, error) {
 			var clients []*redis.Client
 			for _, a := range []string{addr, conformance.SilentServer(t), conformance.SilentServer(t)} {
 				c := redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true, MaxRetries: -1})

@@ -109,7 +109,7 @@ func (m *masters) up(t *testing.T, idx ...int) {
 	}
 }
 
-func (m *masters) locker(t *testing.T, opts ...dlock.Option) (dlock.Locker, *redlock.Driver) {
+func (m *masters) locker(t *testing.T, opts ...dlock.Option) (*dlock.Locker, *redlock.Driver) {
 	t.Helper()
 	d := openDriver(t, m.url)
 	l, err := dlock.NewLocker(d, opts...)
@@ -139,7 +139,7 @@ func contend(t *testing.T, m *masters, key string, after dlock.Token) dlock.Toke
 		errs     = make(chan error, goroutines)
 	)
 	for g := range goroutines {
-		l := []dlock.Locker{l1, l2}[g%2]
+		l := []*dlock.Locker{l1, l2}[g%2]
 		mx, err := l.NewMutex(key)
 		if err != nil {
 			t.Fatal(err)

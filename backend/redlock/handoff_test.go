@@ -22,10 +22,10 @@ type handoffEnv struct {
 	prefix string
 	key    string
 	admin  []*redis.Client
-	hold   dlock.Mutex
-	holder dlock.Locker
+	hold   *dlock.Mutex
+	holder *dlock.Locker
 	wd     *redlock.Driver
-	wait   dlock.Mutex
+	wait   *dlock.Mutex
 	got    chan error
 }
 

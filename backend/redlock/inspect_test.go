@@ -18,7 +18,7 @@ func TestInspectMajority(t *testing.T) {
 	hosts := hostsOf(t, raw)
 	admin := adminClients(t, hosts)
 	prefix := testPrefix()
-	open := func() dlock.Locker {
+	open := func() *dlock.Locker {
 		l, err := dlock.NewLocker(openDriver(t, withParams(t, raw, "prefix", prefix)), dlock.WithOwner("majority"))
 		if err != nil {
 			t.Fatal(err)

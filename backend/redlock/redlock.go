@@ -157,7 +157,7 @@ type InstanceStats struct {
 // Locker does not close them. Clients made with ContextTimeoutEnabled give
 // up on a request when its per-instance timeout ends; others are abandoned
 // at that point and finish in the background.
-func New(clients []*redis.Client, cfg Config, opts ...dlock.Option) (dlock.Locker, error) {
+func New(clients []*redis.Client, cfg Config, opts ...dlock.Option) (*dlock.Locker, error) {
 	d, err := NewDriver(clients, cfg)
 	if err != nil {
 		return nil, err

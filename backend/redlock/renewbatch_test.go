@@ -98,7 +98,7 @@ func TestRenewalsArePipelined(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	ms := make([]dlock.Mutex, n)
+	ms := make([]*dlock.Mutex, n)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var firstErr atomic.Value

@@ -42,7 +42,7 @@ func helperWaiter(raw, key string) {
 }
 
 // waitWaiters polls Inspect until key has want waiters in line.
-func waitWaiters(ctx context.Context, t *testing.T, l dlock.Locker, key string, want int) {
+func waitWaiters(ctx context.Context, t *testing.T, l *dlock.Locker, key string, want int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

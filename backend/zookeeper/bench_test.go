@@ -18,7 +18,7 @@ type benchLock interface {
 	Unlock() error
 }
 
-type dlockHandle struct{ m dlock.Mutex }
+type dlockHandle struct{ m *dlock.Mutex }
 
 func (h dlockHandle) Lock() error   { return h.m.Lock(context.Background()) }
 func (h dlockHandle) Unlock() error { return h.m.Unlock(context.Background()) }
@@ -29,7 +29,7 @@ type contenders func(b *testing.B, key string) func(i int) benchLock
 
 func dlockContenders(raw string) contenders {
 	return func(b *testing.B, key string) func(int) benchLock {
-		ls := make([]dlock.Locker, 2)
+		ls := make([]*dlock.Locker, 2)
 		for i := range ls {
 			l, err := openLocker(context.Background(), raw)
 			if err != nil {

@@ -41,7 +41,7 @@ func endpoint(t testing.TB, env string, params string) string {
 }
 
 // openLocker is dlock.Open with Mutex defaults given as options.
-func openLocker(ctx context.Context, raw string, opts ...dlock.Option) (dlock.Locker, error) {
+func openLocker(ctx context.Context, raw string, opts ...dlock.Option) (*dlock.Locker, error) {
 	d, err := openDriver(ctx, raw)
 	if err != nil {
 		return nil, err
@@ -93,10 +93,10 @@ func harness(t *testing.T, env string) conformance.Harness {
 	raw := endpoint(t, env, "session_timeout="+sessionTimeout.String())
 	adm := admin(t, raw)
 	return conformance.Harness{
-		NewLocker: func(ctx context.Context, opts ...dlock.Option) (dlock.Locker, error) {
+		NewLocker: func(ctx context.Context, opts ...dlock.Option) (*dlock.Locker, error) {
 			return openLocker(ctx, raw, opts...)
 		},
-		Unreachable: func(ctx context.Context, addr string) (dlock.Locker, error) {
+		Unreachable: func(ctx context.Context, addr string) (*dlock.Locker, error) {
 			return dlock.Open(ctx, "zk://"+addr+"/dlock-test?session_timeout=2s")
 		},
 		BreakLease: func(ctx context.Context, key string) error {
@@ -146,42 +146,28 @@ func TestConformance(t *testing.T) {
 	t.Run("standalone-conn", func(t *testing.T) {
 		h := harness(t, "DLOCK_ZK_URL")
 		servers := hosts(t, endpoint(t, "DLOCK_ZK_URL", ""))
-		h.NewLocker = func(_ context.Context, opts ...dlock.Option) (dlock.Locker, error) {
+		h.NewLocker = func(_ context.Context, opts ...dlock.Option) (*dlock.Locker, error) {
 			return newOverConn(servers, opts...)
 		}
-		h.UnreachableClient = func(_ context.Context, addr string) (dlock.Locker, error) {
+		h.UnreachableClient = func(_ context.Context, addr string) (*dlock.Locker, error) {
 			return newOverConn([]string{addr}, dlock.WithTTL(sessionTimeout))
 		}
 		conformance.Run(t, h)
 	})
 }
 
-// connLocker closes the connection it was made over with the Locker.
-type connLocker struct {
-	dlock.Locker
-	conn *zk.Conn
-}
-
-// Unwrap lets dlock.NewElection find the Locker underneath.
-func (l connLocker) Unwrap() dlock.Locker { return l.Locker }
-
-func (l connLocker) Close() error {
-	err := l.Locker.Close()
-	l.conn.Close()
-	return err
-}
-
-func newOverConn(servers []string, opts ...dlock.Option) (dlock.Locker, error) {
+func newOverConn(servers []string, opts ...dlock.Option) (*dlock.Locker, error) {
 	conn, _, err := zk.Connect(servers, sessionTimeout, zk.WithLogInfo(false), zk.WithLogger(discardLogger{}))
 	if err != nil {
 		return nil, err
 	}
-	l, err := New(conn, Config{SessionTimeout: sessionTimeout, Prefix: testPrefix}, opts...)
+	closeConn := dlock.WithOnClose(func() error { conn.Close(); return nil })
+	l, err := New(conn, Config{SessionTimeout: sessionTimeout, Prefix: testPrefix}, append(opts, closeConn)...)
 	if err != nil {
 		conn.Close()
 		return nil, err
 	}
-	return connLocker{l, conn}, nil
+	return l, nil
 }
 
 func BenchmarkConformance(b *testing.B) {
@@ -196,7 +182,7 @@ func BenchmarkConformance(b *testing.B) {
 func benchHarness(b *testing.B, env string) conformance.Harness {
 	raw := endpoint(b, env, "session_timeout=10s")
 	return conformance.Harness{
-		NewLocker: func(ctx context.Context, opts ...dlock.Option) (dlock.Locker, error) {
+		NewLocker: func(ctx context.Context, opts ...dlock.Option) (*dlock.Locker, error) {
 			return openLocker(ctx, raw, opts...)
 		},
 		BreakLease:   func(context.Context, string) error { return errors.New("not used") },

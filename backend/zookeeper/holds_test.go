@@ -20,17 +20,17 @@ import (
 func TestHoldGoroutines(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		open func(ctx context.Context, t *testing.T) dlock.Locker
+		open func(ctx context.Context, t *testing.T) *dlock.Locker
 		max  float64
 	}{
-		{"url", func(ctx context.Context, t *testing.T) dlock.Locker {
+		{"url", func(ctx context.Context, t *testing.T) *dlock.Locker {
 			l, err := openLocker(ctx, endpoint(t, "DLOCK_ZK_URL", ""))
 			if err != nil {
 				t.Fatal(err)
 			}
 			return l
 		}, 0.02},
-		{"conn", func(ctx context.Context, t *testing.T) dlock.Locker {
+		{"conn", func(ctx context.Context, t *testing.T) *dlock.Locker {
 			l, err := newOverConn(hosts(t, endpoint(t, "DLOCK_ZK_URL", "")))
 			if err != nil {
 				t.Fatal(err)
@@ -50,7 +50,7 @@ func TestHoldGoroutines(t *testing.T) {
 			}
 			_ = warm.Unlock(ctx)
 			g0 := fewestGoroutines(300 * time.Millisecond)
-			ms := make([]dlock.Mutex, n)
+			ms := make([]*dlock.Mutex, n)
 			for i := range ms {
 				m, err := l.NewMutex("holds-" + c.name + "-" + strconv.Itoa(i))
 				if err != nil {
@@ -90,16 +90,16 @@ func fewestGoroutines(d time.Duration) int {
 func TestNodeDeletedEndsHoldAtOnce(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		open func(t *testing.T) dlock.Locker
+		open func(t *testing.T) *dlock.Locker
 	}{
-		{"url", func(t *testing.T) dlock.Locker {
+		{"url", func(t *testing.T) *dlock.Locker {
 			l, err := openLocker(context.Background(), endpoint(t, "DLOCK_ZK_URL", "session_timeout=10s"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			return l
 		}},
-		{"conn", func(t *testing.T) dlock.Locker {
+		{"conn", func(t *testing.T) *dlock.Locker {
 			l, err := newOverConn(hosts(t, endpoint(t, "DLOCK_ZK_URL", "")))
 			if err != nil {
 				t.Fatal(err)

@@ -116,7 +116,7 @@ func TestLongestKeys(t *testing.T) {
 		strings.Repeat("/", driver.MaxKeyLen-1) + ".",
 	}
 	ctx := context.Background()
-	var held []dlock.Mutex
+	var held []*dlock.Mutex
 	for _, k := range keys {
 		m, err := l1.NewMutex(k)
 		if err != nil {

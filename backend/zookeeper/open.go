@@ -43,7 +43,7 @@ type Config struct {
 // New returns a Locker over conn, a connection the caller made and keeps
 // ownership of: Close on the Locker releases its locks but leaves conn
 // open. The options are defaults for the Locker's Mutexes.
-func New(conn *zk.Conn, cfg Config, opts ...dlock.Option) (dlock.Locker, error) {
+func New(conn *zk.Conn, cfg Config, opts ...dlock.Option) (*dlock.Locker, error) {
 	if conn == nil {
 		return nil, fmt.Errorf("%w: zookeeper.New with a nil *zk.Conn", dlock.ErrInvalidOption)
 	}

@@ -101,9 +101,9 @@ func (p *frameProxy) accept() {
 }
 
 // holdMany locks n keys of its own through l.
-func holdMany(t *testing.T, l dlock.Locker, n int, prefix string) []dlock.Mutex {
+func holdMany(t *testing.T, l *dlock.Locker, n int, prefix string) []*dlock.Mutex {
 	t.Helper()
-	ms := make([]dlock.Mutex, n)
+	ms := make([]*dlock.Mutex, n)
 	for i := range ms {
 		m, err := l.NewMutex(fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano(), i))
 		if err != nil {
@@ -123,7 +123,7 @@ func requestsOver(p *frameProxy, d time.Duration) int64 {
 }
 
 // allHeld fails unless every Mutex still holds its lock.
-func allHeld(t *testing.T, ms []dlock.Mutex, skip int) {
+func allHeld(t *testing.T, ms []*dlock.Mutex, skip int) {
 	t.Helper()
 	for i, m := range ms {
 		if i == skip {

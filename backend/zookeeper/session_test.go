@@ -13,7 +13,7 @@ import (
 )
 
 // lockerOn dials a driver for raw and wraps it; both are closed at the end.
-func lockerOn(t *testing.T, raw string, opts ...dlock.Option) (*zkDriver, dlock.Locker) {
+func lockerOn(t *testing.T, raw string, opts ...dlock.Option) (*zkDriver, *dlock.Locker) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -30,7 +30,7 @@ func lockerOn(t *testing.T, raw string, opts ...dlock.Option) (*zkDriver, dlock.
 	return d, l
 }
 
-func lockNow(t *testing.T, m dlock.Mutex) {
+func lockNow(t *testing.T, m *dlock.Mutex) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -93,7 +93,7 @@ func waitClosed(t *testing.T, c <-chan struct{}, d time.Duration, what string) {
 
 // afterLoss checks what a Mutex whose session ended must report, and that
 // its node is never created again behind its back.
-func afterLoss(t *testing.T, d *zkDriver, m dlock.Mutex, adm *zk.Conn, oldSID int64, oldToken dlock.Token) {
+func afterLoss(t *testing.T, d *zkDriver, m *dlock.Mutex, adm *zk.Conn, oldSID int64, oldToken dlock.Token) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dlock-go/dlock/observe"
 	"os"
 	"os/signal"
 	"strconv"
@@ -58,18 +59,18 @@ type leaseWatch struct {
 	expires atomic.Int64 // CLOCK_MONOTONIC ns
 }
 
-func (w *leaseWatch) Begin(ctx context.Context, _ dlock.Call) context.Context { return ctx }
-func (w *leaseWatch) Step(context.Context, dlock.Call, dlock.Step)            {}
-func (w *leaseWatch) HoldEnd(dlock.HoldEnd)                                   {}
+func (w *leaseWatch) Begin(ctx context.Context, _ observe.Call) context.Context { return ctx }
+func (w *leaseWatch) Step(context.Context, observe.Call, observe.Step)          {}
+func (w *leaseWatch) HoldEnd(observe.HoldEnd)                                   {}
 
-func (w *leaseWatch) End(_ context.Context, c dlock.Call, r dlock.Result) {
-	if r.Err != nil || r.Lease.Expires.IsZero() {
+func (w *leaseWatch) End(_ context.Context, c observe.Call, r observe.Result) {
+	if r.Err != nil || r.Expires.IsZero() {
 		return
 	}
 	switch c.Op {
-	case dlock.OpLock, dlock.OpTryLock, dlock.OpRenew:
-		w.token.Store(uint64(r.Lease.Token))
-		w.expires.Store(MonoAt(r.Lease.Expires))
+	case observe.OpLock, observe.OpTryLock, observe.OpRenew:
+		w.token.Store(r.Token)
+		w.expires.Store(MonoAt(r.Expires))
 	}
 }
 
@@ -164,7 +165,7 @@ func runManyHolds(ctx context.Context, c *workerClient) error {
 // with that instant and the validity deadline the hold last had. Done is
 // taken once, right after the hold is granted, so that nothing but the
 // watchdog can declare the loss.
-func (h *manyHold) acquire(ctx context.Context, l dlock.Locker, do bool, lost chan<- Event) error {
+func (h *manyHold) acquire(ctx context.Context, l *dlock.Locker, do bool, lost chan<- Event) error {
 	m, err := l.NewMutex(h.key, dlock.WithTTL(h.ttl), dlock.WithObserver(&h.watch))
 	if err != nil {
 		return err
@@ -191,7 +192,7 @@ func (h *manyHold) acquire(ctx context.Context, l dlock.Locker, do bool, lost ch
 }
 
 // try is one attempt of acquire.
-func (h *manyHold) try(ctx, lctx context.Context, m dlock.Mutex, do bool, report func(<-chan struct{})) error {
+func (h *manyHold) try(ctx, lctx context.Context, m *dlock.Mutex, do bool, report func(<-chan struct{})) error {
 	if !do {
 		if err := m.Lock(lctx); err != nil {
 			return err
@@ -226,7 +227,7 @@ func (h *manyHold) try(ctx, lctx context.Context, m dlock.Mutex, do bool, report
 // takeOver is the taker: once told to, it takes over every sampled key
 // (each waits for the key's lease to end on the store), reads and writes
 // its counter, and releases it.
-func takeOver(ctx context.Context, c *workerClient, l dlock.Locker, usr1 <-chan os.Signal) error {
+func takeOver(ctx context.Context, c *workerClient, l *dlock.Locker, usr1 <-chan os.Signal) error {
 	select {
 	case <-usr1:
 	case <-ctx.Done():
@@ -245,7 +246,7 @@ func takeOver(ctx context.Context, c *workerClient, l dlock.Locker, usr1 <-chan 
 	return nil
 }
 
-func (c *workerClient) takeOne(ctx context.Context, l dlock.Locker, key string, ttl time.Duration) {
+func (c *workerClient) takeOne(ctx context.Context, l *dlock.Locker, key string, ttl time.Duration) {
 	fail := func(token dlock.Token, what string, err error) {
 		c.event(Event{Kind: EvError, Key: key, Token: uint64(token), Err: what + ": " + err.Error()})
 	}

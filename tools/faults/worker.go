@@ -254,19 +254,19 @@ type holder interface {
 // permit is one permit of a semaphore, as a holder.
 type permit struct{ *dlock.Semaphore }
 
-func (p permit) Lock(ctx context.Context) error   { return p.Acquire(ctx) }
-func (p permit) Unlock(ctx context.Context) error { return p.Release(ctx) }
+func (p permit) Lock(ctx context.Context) error   { return p.Lock(ctx) }
+func (p permit) Unlock(ctx context.Context) error { return p.Unlock(ctx) }
 
-func newHolder(l dlock.Locker, cfg WorkerConfig) (holder, error) {
+func newHolder(l *dlock.Locker, cfg WorkerConfig) (holder, error) {
 	if cfg.Elect {
-		e, err := dlock.NewElection(l, cfg.Key, dlock.WithTTL(cfg.TTL))
+		e, err := l.NewElection(cfg.Key, dlock.WithTTL(cfg.TTL))
 		if err != nil {
 			return nil, err
 		}
 		return candidate{e, fmt.Sprintf("worker %d", cfg.ID)}, nil
 	}
 	if cfg.Permits > 0 {
-		s, err := dlock.NewSemaphore(l, cfg.Key, cfg.Permits, dlock.WithTTL(cfg.TTL))
+		s, err := l.NewSemaphore(cfg.Key, cfg.Permits, dlock.WithTTL(cfg.TTL))
 		if err != nil {
 			return nil, err
 		}
@@ -299,8 +299,8 @@ type candidate struct {
 }
 
 func (c candidate) Lock(ctx context.Context) error   { return c.e.Campaign(ctx, c.value) }
-func (c candidate) Unlock(ctx context.Context) error { return c.e.Resign(ctx) }
-func (c candidate) Token() dlock.Token               { return c.e.Term() }
+func (c candidate) Unlock(ctx context.Context) error { return c.e.Unlock(ctx) }
+func (c candidate) Token() dlock.Token               { return c.e.Token() }
 func (c candidate) Lease() dlock.Lease               { return c.e.Lease() }
 func (c candidate) Done() <-chan struct{}            { return c.e.Done() }
 

@@ -561,7 +561,7 @@ func runManyHolds(ctx context.Context, cfg Config, s system, ttl time.Duration) 
 		return r
 	}
 	g0, heap0 := usage()
-	ms := make([]dlock.Mutex, cfg.Holds)
+	ms := make([]*dlock.Mutex, cfg.Holds)
 	var next atomic.Int64
 	var firstErr atomic.Value
 	actx, cancel := context.WithTimeout(ctx, cfg.AcquireBudget)
@@ -590,7 +590,7 @@ func runManyHolds(ctx context.Context, cfg Config, s system, ttl time.Duration) 
 	wg.Wait()
 	cancel()
 	r.AcquireSeconds = time.Since(start).Seconds()
-	var held []dlock.Mutex
+	var held []*dlock.Mutex
 	for _, m := range ms {
 		if m != nil {
 			held = append(held, m)

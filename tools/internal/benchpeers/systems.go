@@ -76,7 +76,7 @@ type client interface {
 // lost (dlock only).
 type holder interface {
 	client
-	hold(ctx context.Context, key string) (dlock.Mutex, error)
+	hold(ctx context.Context, key string) (*dlock.Mutex, error)
 }
 
 // Systems in report order: each dlock system follows the peers on its store.
@@ -370,7 +370,7 @@ func (r *redsyncClient) close() error      { return closeAll(r.cs) }
 // ---- dlock ----
 
 type dlockClient struct {
-	l   dlock.Locker
+	l   *dlock.Locker
 	cs  []*goredis.Client // the clients given to the backend, closed after it
 	n   *atomic.Int64     // nil: round trips not counted
 	ttl time.Duration
@@ -383,7 +383,7 @@ func (d *dlockClient) opts() []dlock.Option {
 	return nil
 }
 
-func (d *dlockClient) hold(ctx context.Context, key string) (dlock.Mutex, error) {
+func (d *dlockClient) hold(ctx context.Context, key string) (*dlock.Mutex, error) {
 	m, err := d.l.NewMutex("benchpeers/"+key, d.opts()...)
 	if err != nil {
 		return nil, err

@@ -99,7 +99,7 @@ func redact(raw string) string {
 }
 
 // open connects to the backend at rawURL, with a bounded wait.
-func open(ctx context.Context, rawURL string, opts ...dlock.Option) (dlock.Locker, error) {
+func open(ctx context.Context, rawURL string, opts ...dlock.Option) (*dlock.Locker, error) {
 	ctx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
 	l, err := dlock.Open(ctx, rawURL, opts...)

@@ -229,7 +229,7 @@ func benchOne(ctx context.Context, cfg benchConfig, url, scen, keyBase string, p
 			counter, r.RequestsWhat = nil, fmt.Sprintf("n/a: %v", err)
 		}
 	}
-	newLocker := func() (dlock.Locker, error) {
+	newLocker := func() (*dlock.Locker, error) {
 		if cfg.metrics != nil {
 			return open(ctx, url, dlock.WithObserver(cfg.metrics))
 		}

@@ -77,7 +77,7 @@ type scenarioResult struct {
 // runScenario runs one scenario. newLocker makes an independent Locker;
 // onStart is called once the Lockers are connected and warmed up, just
 // before the measured part starts.
-func runScenario(ctx context.Context, name string, cfg benchConfig, newLocker func() (dlock.Locker, error), keyBase string, onStart func()) (scenarioResult, error) {
+func runScenario(ctx context.Context, name string, cfg benchConfig, newLocker func() (*dlock.Locker, error), keyBase string, onStart func()) (scenarioResult, error) {
 	lockers := 1
 	goroutines := 1
 	switch name {
@@ -86,7 +86,7 @@ func runScenario(ctx context.Context, name string, cfg benchConfig, newLocker fu
 	case scenContended:
 		goroutines, lockers = cfg.contenders, 2
 	}
-	ls := make([]dlock.Locker, lockers)
+	ls := make([]*dlock.Locker, lockers)
 	for i := range ls {
 		l, err := newLocker()
 		if err != nil {
@@ -95,7 +95,7 @@ func runScenario(ctx context.Context, name string, cfg benchConfig, newLocker fu
 		defer l.Close()
 		ls[i] = l
 	}
-	ms := make([]dlock.Mutex, goroutines)
+	ms := make([]*dlock.Mutex, goroutines)
 	for g := range ms {
 		key := keyBase + "/" + name
 		if name == scenParallelKeys {
@@ -169,7 +169,7 @@ func runScenario(ctx context.Context, name string, cfg benchConfig, newLocker fu
 	return res, nil
 }
 
-func lockUnlock(ctx context.Context, m dlock.Mutex) error {
+func lockUnlock(ctx context.Context, m *dlock.Mutex) error {
 	ctx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
 	if err := m.Lock(ctx); err != nil {

@@ -85,7 +85,7 @@ func breakMain(ctx context.Context, args []string, sys IO) int {
 	bctx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
 	if reset {
-		cleared, err := dlock.ResetSemaphore(bctx, l, key, *permits)
+		cleared, err := l.ResetSemaphore(bctx, key, *permits)
 		if err != nil {
 			return fail(sys.Stderr, err)
 		}

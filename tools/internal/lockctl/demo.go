@@ -162,7 +162,7 @@ func demoRun(ctx context.Context, cfg demoConfig, locked bool) (demoResult, erro
 func demoGoroutines(ctx context.Context, cfg demoConfig, url, key string) ([]order, int, error) {
 	s := &memShop{}
 	s.v.Store(int64(cfg.stock))
-	mutexes := make([]dlock.Mutex, cfg.workers)
+	mutexes := make([]*dlock.Mutex, cfg.workers)
 	if url != "" {
 		for i := range mutexes {
 			l, err := open(ctx, url)

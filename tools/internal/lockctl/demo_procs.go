@@ -142,7 +142,7 @@ func demoWorkerMain(ctx context.Context, args []string, sys IO) int {
 	if stockFile == "" || ordersFile == "" || (url != "" && key == "") {
 		return usageError(sys.Stderr, "demo-worker: needs --stock-file, --orders-file, and --key with --backend")
 	}
-	var m dlock.Mutex
+	var m *dlock.Mutex
 	if url != "" {
 		l, err := open(ctx, url)
 		if err != nil {

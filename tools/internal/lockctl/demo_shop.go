@@ -68,7 +68,7 @@ type order struct {
 // sell is one worker: until the stock is empty, it reads the stock, pauses
 // (a payment, a slow query), writes the stock back minus one and records
 // the order. With m non-nil, each round runs under the lock.
-func sell(ctx context.Context, worker int, s shop, m dlock.Mutex, pause time.Duration, record func(order) error) error {
+func sell(ctx context.Context, worker int, s shop, m *dlock.Mutex, pause time.Duration, record func(order) error) error {
 	for {
 		if m != nil {
 			if err := m.Lock(ctx); err != nil {
@@ -88,7 +88,7 @@ func sell(ctx context.Context, worker int, s shop, m dlock.Mutex, pause time.Dur
 }
 
 // sellOne is one round of sell; it reports whether the stock was empty.
-func sellOne(worker int, s shop, m dlock.Mutex, pause time.Duration, record func(order) error) (bool, error) {
+func sellOne(worker int, s shop, m *dlock.Mutex, pause time.Duration, record func(order) error) (bool, error) {
 	n, err := s.read()
 	if err != nil || n <= 0 {
 		return true, err

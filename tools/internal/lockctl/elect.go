@@ -93,8 +93,8 @@ func parseElect(args []string, sys IO) (electConfig, int, bool) {
 type leadership struct{ e *dlock.Election }
 
 func (l leadership) Done() <-chan struct{}            { return l.e.Done() }
-func (l leadership) Token() dlock.Token               { return l.e.Term() }
-func (l leadership) Unlock(ctx context.Context) error { return l.e.Resign(ctx) }
+func (l leadership) Token() dlock.Token               { return l.e.Token() }
+func (l leadership) Unlock(ctx context.Context) error { return l.e.Unlock(ctx) }
 
 func elect(ctx context.Context, cfg electConfig, sys IO) int {
 	sigs := make(chan os.Signal, 8)
@@ -113,7 +113,7 @@ func elect(ctx context.Context, cfg electConfig, sys IO) int {
 	if cfg.ttl > 0 {
 		opts = append(opts, dlock.WithTTL(cfg.ttl))
 	}
-	e, err := dlock.NewElection(l, cfg.key, opts...)
+	e, err := l.NewElection(cfg.key, opts...)
 	if err != nil {
 		return fail(sys.Stderr, err)
 	}
@@ -121,7 +121,7 @@ func elect(ctx context.Context, cfg electConfig, sys IO) int {
 		return code
 	}
 	if cfg.verbose {
-		fmt.Fprintf(sys.Stderr, "lockctl: leading %q as %q (term %d, lease %v) on %s\n", cfg.key, cfg.value, e.Term(), e.Lease().TTL, redact(cfg.url))
+		fmt.Fprintf(sys.Stderr, "lockctl: leading %q as %q (term %d, lease %v) on %s\n", cfg.key, cfg.value, e.Token(), e.Lease().TTL, redact(cfg.url))
 	}
 	if cfg.grace < 0 {
 		cfg.grace = e.Lease().TTL / 20
@@ -167,7 +167,7 @@ func campaignFor(ctx context.Context, e *dlock.Election, cfg electConfig, sigs <
 		lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), openTimeout)
 		defer lcancel()
 		if l, lerr := e.Leader(lctx); lerr == nil {
-			leader = fmt.Sprintf("%q (term %d)", l.Value, l.Term)
+			leader = fmt.Sprintf("%q (term %d)", l.Value, l.Token)
 		}
 		fmt.Fprintf(sys.Stderr, "lockctl: not elected in %q after campaigning %v: %s leads\n", cfg.key, cfg.wait, leader)
 		return ExitNotAcquired, false

@@ -3,14 +3,13 @@ package lockctl
 import (
 	"context"
 	"fmt"
+	"github.com/dlock-go/dlock/observe"
 	"io"
 	"slices"
 	"sort"
 	"sync"
 	"text/tabwriter"
 	"time"
-
-	"github.com/dlock-go/dlock"
 )
 
 // metrics is the --metrics summary: an Observer that keeps, per backend,
@@ -28,7 +27,7 @@ type backendMetrics struct {
 
 func newMetrics() *metrics { return &metrics{per: map[string]*backendMetrics{}} }
 
-var _ dlock.Observer = (*metrics)(nil)
+var _ observe.Observer = (*metrics)(nil)
 
 func (x *metrics) of(backend string) *backendMetrics {
 	b := x.per[backend]
@@ -39,38 +38,38 @@ func (x *metrics) of(backend string) *backendMetrics {
 	return b
 }
 
-func (x *metrics) Begin(ctx context.Context, _ dlock.Call) context.Context { return ctx }
+func (x *metrics) Begin(ctx context.Context, _ observe.Call) context.Context { return ctx }
 
-func (x *metrics) Step(context.Context, dlock.Call, dlock.Step) {}
+func (x *metrics) Step(context.Context, observe.Call, observe.Step) {}
 
-func (x *metrics) End(_ context.Context, c dlock.Call, r dlock.Result) {
+func (x *metrics) End(_ context.Context, c observe.Call, r observe.Result) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	b := x.of(c.Backend)
 	switch c.Op {
-	case dlock.OpLock, dlock.OpTryLock:
+	case observe.OpLock, observe.OpTryLock:
 		k := fmt.Sprintf("dlock.lock.wait.duration{op=%s,outcome=%s}", c.Op, r.Outcome)
 		b.durations[k] = append(b.durations[k], r.Duration)
-		if r.Outcome == dlock.OutcomeAcquired {
+		if r.Outcome == observe.OutcomeAcquired {
 			b.counts["dlock.lock.acquisitions"]++
 		}
-	case dlock.OpRenew:
+	case observe.OpRenew:
 		b.counts[fmt.Sprintf("dlock.lock.renewals{outcome=%s}", r.Outcome)]++
 		b.durations["dlock.lock.renewal.duration"] = append(b.durations["dlock.lock.renewal.duration"], r.Duration)
-		if r.Outcome == dlock.OutcomeRenewed {
+		if r.Outcome == observe.OutcomeRenewed {
 			b.durations["dlock.lock.renewal.margin"] = append(b.durations["dlock.lock.renewal.margin"], r.Margin)
 		}
 	}
 }
 
-func (x *metrics) HoldEnd(e dlock.HoldEnd) {
+func (x *metrics) HoldEnd(e observe.HoldEnd) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	b := x.of(e.Backend)
 	end := "unlocked"
 	if e.Lost {
 		end = "lost"
-		b.counts[fmt.Sprintf("dlock.lock.losses{cause=%s}", dlock.LossCause(e.Cause))]++
+		b.counts[fmt.Sprintf("dlock.lock.losses{cause=%s}", observe.LossCause(e.Cause))]++
 	}
 	k := "dlock.lock.hold.duration{end=" + end + "}"
 	b.durations[k] = append(b.durations[k], e.Held)

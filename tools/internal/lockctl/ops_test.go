@@ -166,15 +166,15 @@ func TestBreakPermits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	s, err := dlock.NewSemaphore(l, "transcode", 2)
+	s, err := l.NewSemaphore("transcode", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Acquire(context.Background()); err != nil {
+	if err := s.Lock(context.Background()); err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
 	if code, _, errs := run("break", "--permits", "2", "transcode"); code != ExitNotAcquired || !strings.Contains(errs, "is held") {
 		t.Fatalf("break --permits 2 while a permit is held: exit %d, %q; want %d", code, errs, ExitNotAcquired)
 	}
-	_ = s.Release(context.Background())
+	_ = s.Unlock(context.Background())
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // holder is what lockctl run holds while COMMAND runs: a lock (a
-// dlock.Mutex) or, with --permits, one permit of a semaphore.
+// *dlock.Mutex) or, with --permits, one permit of a semaphore.
 type holder interface {
 	Lock(ctx context.Context) error
 	TryLock(ctx context.Context) error
@@ -21,15 +21,15 @@ type holder interface {
 // permit is one permit of a dlock.Semaphore, as a holder.
 type permit struct{ *dlock.Semaphore }
 
-func (p permit) Lock(ctx context.Context) error    { return p.Acquire(ctx) }
-func (p permit) TryLock(ctx context.Context) error { return p.TryAcquire(ctx) }
-func (p permit) Unlock(ctx context.Context) error  { return p.Release(ctx) }
+func (p permit) Lock(ctx context.Context) error    { return p.Lock(ctx) }
+func (p permit) TryLock(ctx context.Context) error { return p.TryLock(ctx) }
+func (p permit) Unlock(ctx context.Context) error  { return p.Unlock(ctx) }
 
 // newHolder makes the lock or, when permits > 0, the semaphore permit KEY
 // names.
-func newHolder(l dlock.Locker, cfg runConfig, opts []dlock.Option) (holder, error) {
+func newHolder(l *dlock.Locker, cfg runConfig, opts []dlock.Option) (holder, error) {
 	if cfg.permits > 0 {
-		s, err := dlock.NewSemaphore(l, cfg.key, cfg.permits, opts...)
+		s, err := l.NewSemaphore(cfg.key, cfg.permits, opts...)
 		if err != nil {
 			return nil, err
 		}
