@@ -255,4 +255,3 @@ func TestResetSemaphoreErrors(t *testing.T) {
 	}
 	_ = two.Unlock(ctx)
 }
-
