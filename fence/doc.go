@@ -19,8 +19,9 @@
 // tokens are accepted: one holder makes many calls with its one token. A
 // token of 0 means "no lock held" (no backend issues it) and is always
 // refused with ErrNoToken. A refused operation returns a *StaleError, which
-// matches ErrStale and carries both numbers. Check states the rule once;
-// every checker applies it atomically with the operation, in one statement
+// matches ErrStale and carries both numbers. Rule states the rule once,
+// with the two numbers named, Rule{Resource: k, Highest: h}.Check(t); every
+// checker applies it atomically with the operation, in one statement
 // or script of its store, never as a check followed by a separate act (a
 // newer holder could pass in between).
 //
@@ -63,8 +64,8 @@
 //     create revision instead, for a lock held in the same etcd (what
 //     concurrency.Mutex.IsOwner checks).
 //
-// Checkers of your own apply Check inside one operation of their store and
-// call CheckArgs first, so that bad arguments fail as they do here.
+// Checkers of your own apply Rule.Check inside one operation of their store
+// and call CheckArgs first, so that bad arguments fail as they do here.
 //
 // The SQL checkers use PostgreSQL syntax ($n parameters, ON CONFLICT,
 // RETURNING) through database/sql with any driver; this package imports
