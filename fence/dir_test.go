@@ -54,7 +54,7 @@ func dirChild(role string) int {
 		err := d.Do(resource, dlock.Token(tok), func() error {
 			fmt.Println("in")
 			if role == "hold" {
-				select {} // until killed
+				time.Sleep(time.Hour) // until killed (select{} would be a deadlock to the runtime)
 			}
 			return nil
 		})
