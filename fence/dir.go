@@ -36,9 +36,9 @@ import (
 // A resource's fence file is named "f-" + the resource with every byte
 // outside [A-Za-z0-9_-] written as %XX, + ".fence"; a resource too long for
 // a file name gets "fh-" + the SHA-256 of the resource in hex + ".fence".
-// So any string is a safe resource name ("a/b", "..", "" is refused as
-// everywhere): no name leaves the directory or starts with a dot, and the
-// names cannot clash with the file:// backend's state files. The file
+// So any non-empty string is a safe resource name, "a/b" and ".."
+// included: no name leaves the directory or starts with a dot, and none
+// can clash with the file:// backend's state files. The file
 // holds the highest token (20 decimal digits, see EncodeToken), a newline
 // and the resource itself, which is checked on every access: a file that
 // does not read back as this resource's fence is an error, never a fence
@@ -61,7 +61,8 @@ import (
 // resources do not wait for each other.
 //
 // Only one host: flock(2) does not exclude processes on other machines, so
-// the directory must not be on NFS or another network file system.
+// the directory must not be on NFS or another network file system. Dir
+// exists on Unix systems only (Linux, the BSDs, macOS, Solaris).
 //
 // A Dir is safe for concurrent use; Dirs opened on the same directory, in
 // one process or many, fence together.
