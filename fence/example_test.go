@@ -12,11 +12,12 @@ import (
 	"github.com/dlock-go/dlock/fence"
 )
 
-func ExampleCheck() {
-	fmt.Println(fence.Check("stock/apple", 7, 7)) // the same holder again
-	fmt.Println(fence.Check("stock/apple", 7, 8)) // a newer holder
-	fmt.Println(fence.Check("stock/apple", 7, 6)) // a holder paused past its lease
-	err := fence.Check("stock/apple", 7, 0)       // no lock held
+func ExampleRule() {
+	seen := fence.Rule{Resource: "stock/apple", Highest: 7}
+	fmt.Println(seen.Check(7)) // the same holder again
+	fmt.Println(seen.Check(8)) // a newer holder
+	fmt.Println(seen.Check(6)) // a holder paused past its lease
+	err := seen.Check(0)       // no lock held
 	fmt.Println(errors.Is(err, fence.ErrNoToken))
 	// Output:
 	// <nil>

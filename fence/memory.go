@@ -38,7 +38,7 @@ func (m *Memory) fence(resource string) *memFence {
 	return f
 }
 
-// Do runs op if token is accepted for resource (see Check), holding the
+// Do runs op if token is accepted for resource (see Rule), holding the
 // resource's fence for the whole of op, so that no operation with another
 // token can pass the fence between the check and op's effect. Operations on
 // different resources run in parallel.
@@ -53,7 +53,7 @@ func (m *Memory) Do(resource string, token dlock.Token, op func() error) error {
 	f := m.fence(resource)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := Check(resource, f.highest, token); err != nil {
+	if err := (Rule{Resource: resource, Highest: f.highest}).Check(token); err != nil {
 		return err
 	}
 	f.highest = token

@@ -7,22 +7,33 @@ import (
 	"github.com/dlock-go/dlock"
 )
 
-// Check is the fencing rule, stated once: an operation carrying token on
-// resource is accepted iff token >= highest, the highest token seen for
-// resource so far; when accepted, the caller raises highest to token.
+// Rule is the fencing rule for one resource, stated once: an operation
+// carrying token on Resource is accepted iff token >= Highest, the highest
+// token seen for Resource so far; when accepted, the caller raises Highest
+// to token.
 //
-// It returns nil when the operation may proceed, an ErrNoToken error for
-// token 0, and a *StaleError (matching ErrStale) when token < highest.
-// Every checker in this package applies exactly this rule, in Go (Memory) or
-// inside one statement of its store (SQL, Lua, an etcd transaction). Use
-// Check directly only where the check and the raise are already atomic
-// (under a lock of your own, inside a transaction).
-func Check(resource string, highest, token dlock.Token) error {
+//	err := fence.Rule{Resource: "stock/apple", Highest: seen}.Check(token)
+//
+// Every checker in this package applies exactly this rule, in Go (Memory,
+// Dir) or inside one statement of its store (SQL, Lua, an etcd
+// transaction). Use Rule directly only where the check and the raise are
+// already atomic (under a lock of your own, inside a transaction).
+type Rule struct {
+	// Resource is the key of the fenced resource, for the error.
+	Resource string
+	// Highest is the highest token seen for Resource, 0 if none.
+	Highest dlock.Token
+}
+
+// Check returns nil when an operation carrying token may proceed, an
+// ErrNoToken error for token 0, and a *StaleError (matching ErrStale) when
+// token < r.Highest. It changes nothing: raising Highest is the caller's.
+func (r Rule) Check(token dlock.Token) error {
 	if token == 0 {
-		return noToken(resource)
+		return noToken(r.Resource)
 	}
-	if token < highest {
-		return &StaleError{Resource: resource, Token: token, Highest: highest}
+	if token < r.Highest {
+		return &StaleError{Resource: r.Resource, Token: token, Highest: r.Highest}
 	}
 	return nil
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/dlock-go/dlock/fence"
 )
 
-func TestCheck(t *testing.T) {
+func TestRuleCheck(t *testing.T) {
 	cases := []struct {
 		highest, token dlock.Token
 		want           error
@@ -24,15 +24,26 @@ func TestCheck(t *testing.T) {
 		{5, 0, fence.ErrNoToken},
 	}
 	for _, c := range cases {
-		err := fence.Check("k", c.highest, c.token)
+		err := fence.Rule{Resource: "k", Highest: c.highest}.Check(c.token)
 		if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
-			t.Errorf("Check(highest %d, token %d) = %v, want %v", c.highest, c.token, err, c.want)
+			t.Errorf("Rule{Highest: %d}.Check(%d) = %v, want %v", c.highest, c.token, err, c.want)
 		}
 	}
 }
 
+// The token checked and the highest seen are told apart by name: a token
+// below the highest is stale, whichever order the numbers are written in.
+func TestRuleNamesItsNumbers(t *testing.T) {
+	if err := (fence.Rule{Resource: "r", Highest: 10}).Check(5); !errors.Is(err, fence.ErrStale) {
+		t.Errorf("token 5 after highest 10: %v, want ErrStale", err)
+	}
+	if err := (fence.Rule{Highest: 5, Resource: "r"}).Check(10); err != nil {
+		t.Errorf("token 10 after highest 5: %v, want nil", err)
+	}
+}
+
 func TestStaleErrorCarriesBothNumbers(t *testing.T) {
-	err := fence.Check("stock/42", 17, 9)
+	err := fence.Rule{Resource: "stock/42", Highest: 17}.Check(9)
 	var se *fence.StaleError
 	if !errors.As(err, &se) {
 		t.Fatalf("got %v, want a *StaleError", err)
@@ -48,7 +59,7 @@ func TestStaleErrorCarriesBothNumbers(t *testing.T) {
 }
 
 func TestNoTokenMessage(t *testing.T) {
-	err := fence.Check("k", 0, 0)
+	err := fence.Rule{Resource: "k"}.Check(0)
 	if !errors.Is(err, fence.ErrNoToken) || errors.Is(err, fence.ErrStale) {
 		t.Fatalf("got %v", err)
 	}
