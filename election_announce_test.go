@@ -33,7 +33,7 @@ func TestElectionAnnouncementRetired(t *testing.T) {
 	}
 	info, err := l.Inspect(ctx, "dlock-election-leader/e")
 	if err != nil || !info.Held || info.Owner != fmt.Sprintf("%d v", term) {
-		t.Fatalf("announcement after Resign: %+v, %v; want held with %q", info, err, fmt.Sprintf("%d v", term))
+		t.Fatalf("announcement after Unlock: %+v, %v; want held with %q", info, err, fmt.Sprintf("%d v", term))
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -120,9 +120,10 @@ func ExampleWithLogger() {
 	// Output:
 }
 
-// Leader election: Campaign blocks until this candidate leads; Term is the
-// fencing token to hand to what the leader writes to; Done closes when
-// leadership ends; Observe follows the leaders from anywhere.
+// Leader election: Do campaigns, runs the leader's work for as long as
+// the term lasts (its context ends if leadership is lost), and resigns.
+// Token is the fencing token to hand to what the leader writes to; Observe
+// follows the leaders from anywhere.
 func ExampleElection() {
 	ctx := context.Background()
 	locker, err := dlock.Open(ctx, "mem://example-election?ttl=10s")
@@ -132,30 +133,59 @@ func ExampleElection() {
 	}
 	defer locker.Close()
 
-	watcher, _ := locker.NewElection("scheduler")
-	leaders, _ := watcher.Observe(ctx)
+	follower, _ := locker.NewElection("scheduler")
+	leaders, _ := follower.Observe(ctx)
 
-	e, err := locker.NewElection("scheduler")
+	e, err := locker.NewElection("scheduler", dlock.WithOwner("host=a"))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	if err := e.Campaign(ctx, "host=a"); err != nil {
+	err = dlock.Do(ctx, e, func(ctx context.Context) error {
+		l := <-leaders
+		fmt.Println("observed:", l.Value, l.Token == e.Token())
+		// A real leader loops until ctx ends: for { select { case
+		// <-ctx.Done(): return ctx.Err(); case <-tick.C: work(e.Token()) } }
+		return nil
+	})
+	fmt.Println("led:", err)
+	_, err = follower.Leader(ctx)
+	fmt.Println("after the term:", errors.Is(err, dlock.ErrNoLeader))
+	// Output:
+	// observed: host=a true
+	// led: <nil>
+	// after the term: true
+}
+
+// A job that runs on one instance of several: each instance tries the lock
+// when its schedule fires, and skips the run if another holds it.
+func ExampleMutex_TryLock_cron() {
+	ctx := context.Background()
+	locker, err := dlock.Open(ctx, "mem://example-cron")
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("leading, term > 0:", e.Token() > 0)
-	l := <-leaders
-	fmt.Println("observed:", l.Value, l.Token == e.Token())
+	defer locker.Close()
 
-	// Lead while e.Lease().Valid(); stop when <-e.Done() fires.
-	if err := e.Unlock(ctx); err != nil {
-		fmt.Println(err)
+	var run func(instance string)
+	run = func(instance string) {
+		m, _ := locker.NewMutex("jobs/nightly-report")
+		if err := m.TryLock(ctx); errors.Is(err, dlock.ErrNotAcquired) {
+			fmt.Println(instance, "skips: another instance runs the job")
+			return
+		} else if err != nil {
+			fmt.Println(err)
+			return
+		}
+		defer m.Unlock(ctx)
+		fmt.Println(instance, "runs the job with token > 0:", m.Token() > 0)
+		if instance == "a" {
+			run("b") // b's schedule fires while a runs
+		}
 	}
-	_, err = watcher.Leader(ctx)
-	fmt.Println("after Resign:", errors.Is(err, dlock.ErrNoLeader))
+	run("a")
 	// Output:
-	// leading, term > 0: true
-	// observed: host=a true
-	// after Resign: true
+	// a runs the job with token > 0: true
+	// b skips: another instance runs the job
 }

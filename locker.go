@@ -19,7 +19,7 @@ const closeReleaseTimeout = 5 * time.Second
 // has ended (see releaseContext).
 const releaseGrace = 5 * time.Second
 
-// releaseContext is the context a release (Unlock, Release, Resign) runs
+// releaseContext is the context a release (the Unlock of every lock) runs
 // on: ctx's values, not its end. A caller whose context ends, or has
 // already ended, while it gives a lock back (an HTTP handler whose client
 // went away, with a deferred Unlock) would otherwise leave the key held on

@@ -11,57 +11,20 @@ import (
 )
 
 // MultiMutex locks a set of keys all or nothing: one hold for the set, a
-// fencing token per key, one Done for the set.
+// fencing token per key (Tokens), one Done for the set. Make one with
+// Locker.NewMultiMutex.
 //
-// It is built in the portable layer from one Mutex per key, so it works on
-// every backend and keeps every promise a Mutex makes, per key: each key
-// has its own lease, renewed by the watchdog, its own fencing token, and
-// its own loss signal; the set's Done closes as soon as any key's does.
+// It is built from one Mutex per key, so it works on every backend and
+// keeps every promise a Mutex makes, per key. The keys are sorted and
+// locked one after the other in that order, so two MultiMutexes over
+// overlapping sets never wait on each other in a cycle. A Lock that does
+// not take every key gives back the keys it took before it returns. When
+// one key's hold is lost, Done closes for the set at once, but no key is
+// given back before the windows the holder may still act in have passed.
+// docs/multimutex.md has the details and the cost per backend.
 //
-// # Deadlock freedom
-//
-// The keys are sorted and locked one after the other in that order, on
-// every backend and in every process. Two MultiMutexes over overlapping
-// sets therefore never wait on each other in a cycle, whatever order their
-// keys were given in. No store transaction is used (a Redis Lua script over
-// one Cluster slot, an etcd or Consul transaction, a ZooKeeper multi would
-// take a set in one round trip where the store offers one); that
-// optimisation is not implemented.
-//
-// # All or nothing
-//
-// A Lock or TryLock that does not take every key releases the keys it took
-// before it returns: when a key is held elsewhere (TryLock), when ctx ends,
-// when the backend fails, and when the Locker is closed (Close releases
-// them then). If one key's hold is lost while the set is held, Done closes
-// for the set at once; Err then reports the lost key's cause.
-//
-// # A loss keeps the validity window
-//
-// Done closes when a key is lost (for a loss the clock declares, a tenth of
-// the TTL before that key's window ends), but the set's keys stay where
-// they are until the windows the holder may still act in have passed: a
-// key still held is released once the set's window (Lease().Expires as the
-// set last reported it: the earliest of its keys') has passed, and a lost
-// key is never released before its own window has passed. So no other
-// client takes a key of the set while the holder's Lease is still valid,
-// as for a Mutex, whose lost key stays on the server until its lease runs
-// out. Unlock (and a new Lock, and Close) gives every key back at once, as
-// Mutex.Unlock does: the holder has stopped acting.
-//
-// # Cost
-//
-// Locking N keys costs N acquisitions, one after another, each what a
-// Mutex.Lock costs on the backend (one round trip on Redis and Redis
-// Cluster, one per instance in parallel, twice, on Redlock, a transaction
-// and a read on etcd, a create and a child listing on ZooKeeper, a session
-// and a transaction on Consul, one statement on PostgreSQL, none on memory
-// and one file lock on file); Unlock costs N releases; the watchdog renews
-// each key on its own (N renewals every TTL/3). Keys in different Redis
-// Cluster slots are fine: each key is locked on its own.
-//
-// A MultiMutex's methods are safe for concurrent use; like a Mutex it is not
-// reentrant (Lock while held returns ErrAlreadyHeld).
+// A MultiMutex's methods are safe for concurrent use; like a Mutex it is
+// not reentrant (Lock while held returns ErrAlreadyHeld).
 type MultiMutex struct {
 	keys []string
 	ms   []*Mutex

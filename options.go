@@ -14,18 +14,12 @@ import (
 // holder dies without unlocking.
 const DefaultTTL = 30 * time.Second
 
-// MaxTTL is the longest lease dlock accepts on any backend: 10 years of
-// 365 days. A backend whose store honours less declares its own, lower
-// maximum (driver.Limits.MaxTTL); one that declares none, or a larger
-// one, is held to this. It is under a twenty-ninth of time.Duration's
-// range (292 years), so that arithmetic on a lease, the portable layer's
-// (twice it, a lease plus a margin, a send time plus it, nanoseconds
-// since a Locker started plus it) and a driver's (three quarters of it,
-// computed as 3*TTL/4), cannot overflow: a longer TTL, such as
-// time.Duration(math.MaxInt64) written for "forever", is refused with
-// ErrInvalidOption instead of wrapping around to a lease that has already
-// ended. A lock meant to last as long as its holder runs needs no long
-// TTL: the watchdog renews it (WithAutoRenew).
+// MaxTTL is the longest lease dlock accepts on any backend: 10 years of 365
+// days (a backend whose store honours less declares its own maximum,
+// driver.Limits.MaxTTL). It keeps arithmetic on a lease from overflowing
+// time.Duration: a longer TTL, such as math.MaxInt64 written for "forever",
+// is refused with ErrInvalidOption. A lock meant to last as long as its
+// holder runs needs no long TTL: the watchdog renews it (WithAutoRenew).
 const MaxTTL = 10 * 365 * 24 * time.Hour
 
 // Option configures a Locker's defaults (NewLocker, Open's URL parameters)

@@ -112,11 +112,11 @@ func (s *suite) electionOneLeader(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 				inside.Add(-1)
 				if err := e.Unlock(ctx); err != nil {
-					errs <- fmt.Errorf("e.Resign() by %q: %w", value, err)
+					errs <- fmt.Errorf("e.Unlock() by %q: %w", value, err)
 					return
 				}
 				if e.Token() != 0 || !isClosed(e.Done()) || !errors.Is(e.Err(), dlock.ErrUnlocked) {
-					errs <- fmt.Errorf("%s after Resign: Term %d, Done closed %v, Err %v; want 0, closed, ErrUnlocked", value, e.Token(), isClosed(e.Done()), e.Err())
+					errs <- fmt.Errorf("%s after Unlock: Token %d, Done closed %v, Err %v; want 0, closed, ErrUnlocked", value, e.Token(), isClosed(e.Done()), e.Err())
 				}
 			}
 		}()
@@ -166,7 +166,7 @@ func (s *suite) electionBlocks(t *testing.T) {
 	}
 	wantLeader(t, ctx, b, "a", termA)
 	if err := a.Unlock(ctx); err != nil {
-		t.Fatalf("Resign: %v", err)
+		t.Fatalf("Unlock: %v", err)
 	}
 	select {
 	case err := <-won:
@@ -181,10 +181,10 @@ func (s *suite) electionBlocks(t *testing.T) {
 	}
 	wantLeader(t, ctx, a, "b", b.Token())
 	if err := a.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
-		t.Fatalf("second Resign: %v; want ErrNotHeld", err)
+		t.Fatalf("second Unlock: %v; want ErrNotHeld", err)
 	}
 	if err := b.Unlock(ctx); err != nil {
-		t.Fatalf("Resign: %v", err)
+		t.Fatalf("Unlock: %v", err)
 	}
 }
 
@@ -238,7 +238,7 @@ func (s *suite) electionObserve(t *testing.T) {
 			break // stays in office until the slow observer has seen it
 		}
 		if err := e.Unlock(ctx); err != nil {
-			t.Fatalf("Resign: %v", err)
+			t.Fatalf("Unlock: %v", err)
 		}
 	}
 	// The reader that never read ends up with the current leader.
@@ -257,7 +257,7 @@ func (s *suite) electionObserve(t *testing.T) {
 		}
 	}
 	if err := cands[0].Unlock(ctx); err != nil {
-		t.Fatalf("Resign: %v", err)
+		t.Fatalf("Unlock: %v", err)
 	}
 	// Nothing more: a resignation is not a leader.
 	select {
@@ -323,7 +323,7 @@ func (s *suite) electionObserve(t *testing.T) {
 	waitGoroutines(t, base, "after Observe's context ended")
 }
 
-// ElectionReplaced: a leader whose Locker is closed without Resign, a
+// ElectionReplaced: a leader whose Locker is closed without Unlock, a
 // leader whose hold is lost (it stops renewing, as a crashed process
 // would), and a leader whose hold is broken from outside are replaced by a
 // waiting candidate with a greater term; the lost leader's Done is closed
@@ -336,7 +336,7 @@ func (s *suite) electionReplaced(t *testing.T) {
 	lw := s.locker(t)
 	watcher := mustElection(t, lw, name)
 
-	// Closed without Resign.
+	// Closed without Unlock.
 	la := s.locker(t)
 	a := mustElection(t, la, name, dlock.WithTTL(ttl))
 	if err := a.Campaign(ctx, "a"); err != nil {
@@ -381,16 +381,16 @@ func (s *suite) electionReplaced(t *testing.T) {
 		t.Fatalf("lost leader when the next one won: Done closed %v, Err %v; want closed, ErrLockLost", isClosed(b.Done()), b.Err())
 	}
 	if b.Token() != 0 || b.Lease().Valid() {
-		t.Fatalf("lost leader: Term %d, Lease valid %v; want 0, false", b.Token(), b.Lease().Valid())
+		t.Fatalf("lost leader: Token %d, Lease valid %v; want 0, false", b.Token(), b.Lease().Valid())
 	}
 	if c.Token() <= termB {
 		t.Fatalf("new leader's term %d; want greater than %d", c.Token(), termB)
 	}
 	wantLeader(t, ctx, watcher, "c", c.Token())
 	if err := b.Unlock(ctx); !errors.Is(err, dlock.ErrLockLost) {
-		t.Fatalf("Resign by the lost leader: %v; want ErrLockLost", err)
+		t.Fatalf("Unlock by the lost leader: %v; want ErrLockLost", err)
 	}
-	wantLeader(t, ctx, watcher, "c", c.Token()) // its Resign took nothing from c
+	wantLeader(t, ctx, watcher, "c", c.Token()) // its Unlock took nothing from c
 
 	// c's hold is broken from outside (Locker.Break, as "lockctl break"
 	// does; on queue backends it leaves d queued): its Done closes, and d,
@@ -422,7 +422,7 @@ func (s *suite) electionReplaced(t *testing.T) {
 	}
 	wantLeader(t, ctx, watcher, "d", d.Token())
 	if err := d.Unlock(ctx); err != nil {
-		t.Fatalf("Resign: %v", err)
+		t.Fatalf("Unlock: %v", err)
 	}
 }
 
@@ -456,7 +456,7 @@ func (s *suite) electionFenced(t *testing.T) {
 	// The paused leader resumes: its own checks say it no longer leads, and
 	// the fence refuses its term whatever it believes.
 	if paused.Lease().Valid() || paused.Token() != 0 {
-		t.Fatalf("paused leader after its replacement: Lease valid %v, Term %d; want false, 0", paused.Lease().Valid(), paused.Token())
+		t.Fatalf("paused leader after its replacement: Lease valid %v, Token %d; want false, 0", paused.Lease().Valid(), paused.Token())
 	}
 	err := write("paused, resumed", stale)
 	var se *fence.StaleError
@@ -467,7 +467,7 @@ func (s *suite) electionFenced(t *testing.T) {
 		t.Fatalf("writes accepted: %v; want [paused next]", writes)
 	}
 	if err := next.Unlock(ctx); err != nil {
-		t.Fatalf("Resign: %v", err)
+		t.Fatalf("Unlock: %v", err)
 	}
 }
 
@@ -491,10 +491,10 @@ func (s *suite) electionErrors(t *testing.T) {
 		t.Fatalf("Leader with nobody campaigning: %v; want ErrNoLeader", err)
 	}
 	if err := e.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
-		t.Fatalf("Resign before any Campaign: %v; want ErrNotHeld", err)
+		t.Fatalf("Unlock before any Campaign: %v; want ErrNotHeld", err)
 	}
 	if e.Token() != 0 || !isClosed(e.Done()) || e.Lease() != (dlock.Lease{}) {
-		t.Fatal("before Campaign: want Term 0, Done closed, zero Lease")
+		t.Fatal("before Campaign: want Token 0, Done closed, zero Lease")
 	}
 	for what, v := range map[string]string{
 		"empty":         "",
@@ -558,7 +558,7 @@ func (s *suite) electionErrors(t *testing.T) {
 		t.Fatalf("NewElection on a closed Locker: %v; want ErrClosed", err)
 	}
 	if err := leader.Unlock(ctx); err != nil {
-		t.Fatalf("Resign: %v", err)
+		t.Fatalf("Unlock: %v", err)
 	}
 }
 
@@ -608,7 +608,7 @@ func (s *suite) electionObserveShort(t *testing.T) {
 		}
 		term := e.Token()
 		if err := e.Unlock(ctx); err != nil {
-			t.Fatalf("Resign: %v", err)
+			t.Fatalf("Unlock: %v", err)
 		}
 		if term == 0 {
 			t.Fatalf("%s: led with term 0", value)
@@ -631,7 +631,7 @@ func (s *suite) electionObserveShort(t *testing.T) {
 	}
 	term := cands[0].Token()
 	if err := cands[0].Unlock(ctx); err != nil {
-		t.Fatalf("Resign: %v", err)
+		t.Fatalf("Unlock: %v", err)
 	}
 	expect(seen, "after", term)
 	last = 0

@@ -49,7 +49,7 @@ const reportNotes = `
   4 of 6 runs on Redis).
 - **14, 15** are 2 and 4 with the workers candidates of a dlock.Election
   instead of holders of a Mutex (Campaign, the term as the token,
-  Resign): a leader paused past its lease is replaced, and its write with
+  Unlock): a leader paused past its lease is replaced, and its write with
   its old term is refused by the fence (seen, unfenced: the canary); a
   leader killed is replaced within the lease plus the liveness bound, with
   terms increasing.

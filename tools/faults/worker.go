@@ -51,7 +51,7 @@ type WorkerConfig struct {
 	// and counts on its own.
 	Permits int
 	// Elect makes the worker a candidate in a dlock.Election named Key:
-	// Campaign instead of Lock, the term as the token, Resign instead of
+	// Campaign instead of Lock, the term as the token, Unlock instead of
 	// Unlock. The rest of the loop is the same.
 	Elect bool
 	// Holds, when above 0, makes the worker hold that many keys under
@@ -292,7 +292,7 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
-// candidate is an Election seen as a hold: Campaign, the term, Resign.
+// candidate is an Election seen as a hold: Campaign, the term, Unlock.
 type candidate struct {
 	e     *dlock.Election
 	value string
