@@ -30,8 +30,10 @@
 // InspectQueue, InspectExpiry, Break, InspectErrors, multi-key locks':
 // MultiLock, MultiPartial, MultiOverlap, MultiLoss, MultiClose,
 // MultiLossWindow, semaphores': Semaphore, SemaphoreBound,
-// SemaphoreExpiry, SemaphoreMismatch, SemaphoreRecord, SemaphoreClose, and
-// leader election's: ElectionOneLeader, ElectionBlocks, ElectionObserve,
+// SemaphoreExpiry, SemaphoreMismatch, SemaphoreRecord, SemaphoreClose, the
+// hold shape's, on a Mutex, a MultiMutex, a Semaphore and an Election
+// alike: HoldShape, HoldShapeLoss, HoldShapeElection, and leader
+// election's: ElectionOneLeader, ElectionBlocks, ElectionObserve,
 // ElectionObserveShort, ElectionReplaced, ElectionFenced, ElectionErrors.
 // RunBenchmarks measures the same backend: uncontended Lock+Unlock, parallel distinct keys, and contended
 // handoff.
@@ -213,6 +215,11 @@ func Run(t *testing.T, h Harness) {
 		{"SemaphoreMismatch", false, s.semaphoreMismatch},
 		{"SemaphoreRecord", false, s.semaphoreRecord},
 		{"SemaphoreClose", false, s.semaphoreClose},
+		// The one hold shape (shape.go): serial, since they open and
+		// close Lockers.
+		{"HoldShape", false, s.holdShape},
+		{"HoldShapeLoss", false, s.holdShapeLoss},
+		{"HoldShapeElection", false, s.holdShapeElection},
 	}
 	// Leader election (election.go): serial, since they count goroutines
 	// and close Lockers.
