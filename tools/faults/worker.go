@@ -242,43 +242,23 @@ func runWorker(ctx context.Context, cfg WorkerConfig) error {
 }
 
 // holder is what a worker holds: the lock, a permit of a semaphore, or an
-// election's leadership.
-type holder interface {
-	Lock(ctx context.Context) error
-	Unlock(ctx context.Context) error
-	Token() dlock.Token
-	Lease() dlock.Lease
-	Done() <-chan struct{}
-}
-
-// permit is one permit of a semaphore, as a holder.
-type permit struct{ *dlock.Semaphore }
-
-func (p permit) Lock(ctx context.Context) error   { return p.Lock(ctx) }
-func (p permit) Unlock(ctx context.Context) error { return p.Unlock(ctx) }
+// election's leadership, all of the one hold shape.
+type holder = dlock.Lockable
 
 func newHolder(l *dlock.Locker, cfg WorkerConfig) (holder, error) {
 	if cfg.Elect {
-		e, err := l.NewElection(cfg.Key, dlock.WithTTL(cfg.TTL))
-		if err != nil {
-			return nil, err
-		}
-		return candidate{e, fmt.Sprintf("worker %d", cfg.ID)}, nil
+		return l.NewElection(cfg.Key, dlock.WithTTL(cfg.TTL), dlock.WithOwner(fmt.Sprintf("worker %d", cfg.ID)))
 	}
 	if cfg.Permits > 0 {
-		s, err := l.NewSemaphore(cfg.Key, cfg.Permits, dlock.WithTTL(cfg.TTL))
-		if err != nil {
-			return nil, err
-		}
-		return permit{s}, nil
+		return l.NewSemaphore(cfg.Key, cfg.Permits, dlock.WithTTL(cfg.TTL))
 	}
 	return l.NewMutex(cfg.Key, dlock.WithTTL(cfg.TTL))
 }
 
 // permitKey is the key of the permit h holds; "" for a lock.
 func permitKey(h holder) string {
-	if p, ok := h.(permit); ok {
-		return p.PermitKey()
+	if s, ok := h.(*dlock.Semaphore); ok {
+		return s.PermitKey()
 	}
 	return ""
 }
@@ -291,18 +271,6 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	}
 }
-
-// candidate is an Election seen as a hold: Campaign, the term, Unlock.
-type candidate struct {
-	e     *dlock.Election
-	value string
-}
-
-func (c candidate) Lock(ctx context.Context) error   { return c.e.Campaign(ctx, c.value) }
-func (c candidate) Unlock(ctx context.Context) error { return c.e.Unlock(ctx) }
-func (c candidate) Token() dlock.Token               { return c.e.Token() }
-func (c candidate) Lease() dlock.Lease               { return c.e.Lease() }
-func (c candidate) Done() <-chan struct{}            { return c.e.Done() }
 
 type loss struct {
 	at      int64 // when Done closed
