@@ -255,10 +255,17 @@ func TestInstallDeps(t *testing.T) {
 }
 
 // TestGoWork: every backend package that is a module of its own is in
-// go.work's use list and its replace list.
+// go.work's use list and its replace list, and in the Makefile's MODULES.
 func TestGoWork(t *testing.T) {
 	tr := load(t)
 	work := readFile(t, filepath.Join(root, "go.work"))
+	var modules []string
+	for _, line := range strings.Split(readFile(t, filepath.Join(root, "Makefile")), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MODULES"); ok {
+			_, list, _ := strings.Cut(rest, "=")
+			modules = strings.Fields(list)
+		}
+	}
 	for _, pkg := range sortedKeys(tr.packages) {
 		if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(pkg), "go.mod")); err != nil {
 			continue
@@ -268,6 +275,9 @@ func TestGoWork(t *testing.T) {
 		}
 		if !strings.Contains(work, modulePath+"/"+pkg+" ") {
 			t.Errorf("go.work does not replace %s/%s", modulePath, pkg)
+		}
+		if !slices.Contains(modules, pkg) {
+			t.Errorf("the Makefile's MODULES lacks %s", pkg)
 		}
 	}
 }
