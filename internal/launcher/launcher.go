@@ -176,12 +176,13 @@ func (l *Launcher) recordPath(node string) string { return filepath.Join(l.runDi
 func (l *Launcher) upMarker(topo string) string   { return filepath.Join(l.runDir(), topo+".up") }
 func (l *Launcher) logPath(node string) string    { return filepath.Join(l.Dir, "log", node+".log") }
 
-// dataDir is where a node keeps its data. PostgreSQL run by root runs as
-// the postgres user, who may not be able to enter the checkout (a clone
-// under /root, say), so its data then lives under the system temporary
-// directory, in a directory named after the state directory.
-func (l *Launcher) dataDir(kind topology.Kind, node string) string {
-	if kind == topology.Postgres && os.Geteuid() == 0 {
+// dataDir is where a node keeps its data. A server run by root as another
+// user (PostgreSQL, as the postgres user) may not be able to enter the
+// checkout (a clone under /root, say), so its data then lives under the
+// system temporary directory, in a directory named after the state
+// directory.
+func (l *Launcher) dataDir(k topology.Kind, node string) string {
+	if kindOf(k).dataOutsideAsRoot && os.Geteuid() == 0 {
 		return filepath.Join(l.outsideDir(), node)
 	}
 	return filepath.Join(l.Dir, "data", node)
@@ -484,8 +485,8 @@ func (l *Launcher) start(ctx context.Context, t topology.Topology, n topology.No
 	fmt.Fprintf(logf, "=== %s dlockenv: starting %s\n", time.Now().Format(time.RFC3339), n.Name)
 
 	var cred *syscall.Credential
-	if t.Kind == topology.Postgres {
-		if cred, err = l.preparePostgres(ctx, dir, fresh, logf); err != nil {
+	if prepare := kindOf(t.Kind).prepare; prepare != nil {
+		if cred, err = prepare(l, ctx, dir, fresh, logf); err != nil {
 			return fmt.Errorf("%s: %w", n.Name, err)
 		}
 	}
@@ -525,12 +526,13 @@ func (l *Launcher) Down(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			t0 := time.Now()
-			// The data goes too, so only PostgreSQL (whose backends
-			// outlive a killed postmaster) is worth a graceful stop; an
-			// etcd leader would spend seconds handing over leadership to
-			// members that are going away too.
+			// The data goes too, so only a kind with a stop signal
+			// (PostgreSQL, whose backends outlive a killed postmaster)
+			// is worth a graceful stop; an etcd leader would spend
+			// seconds handing over leadership to members that are going
+			// away too.
 			stop := killProcess
-			if r.Kind == topology.Postgres {
+			if kindOf(r.Kind).stopSignal != 0 {
 				stop = stopProcess
 			}
 			if err := stop(r); err != nil {
@@ -555,13 +557,13 @@ func (l *Launcher) Down(ctx context.Context) error {
 	return nil
 }
 
-// stopProcess ends a recorded process gracefully (SIGTERM; SIGINT, fast
-// shutdown, for PostgreSQL), continuing it in case it is paused, and kills
-// it if it has not exited after 15 s.
+// stopProcess ends a recorded process gracefully (SIGTERM, or its kind's
+// stop signal: SIGINT, fast shutdown, for PostgreSQL), continuing it in
+// case it is paused, and kills it if it has not exited after 15 s.
 func stopProcess(r *record) error {
 	sig := syscall.SIGTERM
-	if r.Kind == topology.Postgres {
-		sig = syscall.SIGINT
+	if s := kindOf(r.Kind).stopSignal; s != 0 {
+		sig = s
 	}
 	if err := signal(r.PID, r.Start, sig); err != nil {
 		if errors.Is(err, errGone) {

@@ -33,20 +33,29 @@ func nativeCommand(t topology.Topology, n topology.Node, dataDir string, aof boo
 		}
 		s.Files = files
 	}
-	switch t.Kind {
-	case topology.ZooKeeper:
-		args = append(strings.Fields(topology.ZooKeeperJVMFlags),
-			"-Djava.net.preferIPv4Stack=true",
-			"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-			// Every go-zookeeper connection is "from old client": a
-			// warning per connection buries the useful ones.
-			"-Dorg.slf4j.simpleLogger.log.org.apache.zookeeper.server.ZooKeeperServer=error",
-			"-cp", zkClasspath(), zkMain)
-		return "java", append(args, s.Args...), s.Files
-	case topology.Postgres:
-		return s.Program, append([]string{"-D", dataDir, "-k", dataDir}, s.Args...), s.Files
+	if command := kindOf(t.Kind).command; command != nil {
+		program, args = command(s, dataDir)
+		return program, args, s.Files
 	}
 	return s.Program, s.Args, s.Files
+}
+
+// zooKeeperCommand runs QuorumPeerMain from the jars on a JVM.
+func zooKeeperCommand(s topology.Server, dataDir string) (string, []string) {
+	args := append(strings.Fields(topology.ZooKeeperJVMFlags),
+		"-Djava.net.preferIPv4Stack=true",
+		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+		// Every go-zookeeper connection is "from old client": a
+		// warning per connection buries the useful ones.
+		"-Dorg.slf4j.simpleLogger.log.org.apache.zookeeper.server.ZooKeeperServer=error",
+		"-cp", zkClasspath(), zkMain)
+	return "java", append(args, s.Args...)
+}
+
+// postgresCommand adds the data and socket directories, which the image
+// sets for itself.
+func postgresCommand(s topology.Server, dataDir string) (string, []string) {
+	return s.Program, append([]string{"-D", dataDir, "-k", dataDir}, s.Args...)
 }
 
 // zkClasspath is DLOCK_ZK_CLASSPATH if set, else the Debian jars.

@@ -55,59 +55,75 @@ func (l *Launcher) await(ctx context.Context, n topology.Node, what string, chec
 func probe(ctx context.Context, t topology.Topology, n topology.Node) error {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	switch t.Kind {
-	case topology.Redis:
-		reply, err := RedisDo(ctx, n.Addr(), "PING")
-		if err == nil && reply != "PONG" {
-			err = fmt.Errorf("PING answered %q", reply)
-		}
-		return err
-	case topology.Etcd:
-		var h struct{ Health string }
-		if err := httpJSON(ctx, "GET", "http://"+n.Addr()+"/health", &h); err != nil {
-			return err
-		}
-		if h.Health != "true" {
-			return fmt.Errorf("etcd /health says %q", h.Health)
-		}
-		return nil
-	case topology.ZooKeeper:
-		mode, err := zkMode(ctx, n.Addr())
-		if err == nil && t.Cluster && mode != "leader" && mode != "follower" {
-			err = fmt.Errorf("ZooKeeper mode %q", mode)
-		}
-		return err
-	case topology.Consul:
-		var leader string
-		if err := httpJSON(ctx, "GET", "http://"+n.Addr()+"/v1/status/leader", &leader); err != nil {
-			return err
-		}
-		if leader == "" {
-			return errors.New("consul has no leader yet")
-		}
-		return nil
-	case topology.Postgres:
-		path, err := lookPath("pg_isready")
-		if err != nil {
-			return err
-		}
-		out, err := exec.CommandContext(ctx, path, "-h", topology.Host, "-p", strconv.Itoa(n.Port(topology.Client)),
-			"-U", topology.PostgresUser, "-d", topology.PostgresDB, "-t", "2").CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("pg_isready: %v: %s", err, strings.TrimSpace(string(out)))
-		}
-		return nil
-	}
-	return fmt.Errorf("no readiness check for kind %q", t.Kind)
+	return kindOf(t.Kind).probe(ctx, t, n)
 }
 
-// formCluster does what a topology needs once all its nodes are ready: a
-// Redis Cluster is created (unless it already exists) and every node must
-// report cluster_state:ok; every Sentinel must know the primary, its
-// replica and the other Sentinels; the PostgreSQL URL must accept a query.
+func probeRedis(ctx context.Context, t topology.Topology, n topology.Node) error {
+	reply, err := RedisDo(ctx, n.Addr(), "PING")
+	if err == nil && reply != "PONG" {
+		err = fmt.Errorf("PING answered %q", reply)
+	}
+	return err
+}
+
+func probeEtcd(ctx context.Context, t topology.Topology, n topology.Node) error {
+	var h struct{ Health string }
+	if err := httpJSON(ctx, "GET", "http://"+n.Addr()+"/health", &h); err != nil {
+		return err
+	}
+	if h.Health != "true" {
+		return fmt.Errorf("etcd /health says %q", h.Health)
+	}
+	return nil
+}
+
+func probeZooKeeper(ctx context.Context, t topology.Topology, n topology.Node) error {
+	mode, err := zkMode(ctx, n.Addr())
+	if err == nil && t.Cluster && mode != "leader" && mode != "follower" {
+		err = fmt.Errorf("ZooKeeper mode %q", mode)
+	}
+	return err
+}
+
+func probeConsul(ctx context.Context, t topology.Topology, n topology.Node) error {
+	var leader string
+	if err := httpJSON(ctx, "GET", "http://"+n.Addr()+"/v1/status/leader", &leader); err != nil {
+		return err
+	}
+	if leader == "" {
+		return errors.New("consul has no leader yet")
+	}
+	return nil
+}
+
+func probePostgres(ctx context.Context, t topology.Topology, n topology.Node) error {
+	path, err := lookPath("pg_isready")
+	if err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, path, "-h", topology.Host, "-p", strconv.Itoa(n.Port(topology.Client)),
+		"-U", topology.PostgresUser, "-d", topology.PostgresDB, "-t", "2").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pg_isready: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// formCluster does what a topology needs once all its nodes are ready
+// (the kind's form step, if it has one).
 func (l *Launcher) formCluster(ctx context.Context, t topology.Topology) error {
+	if form := kindOf(t.Kind).form; form != nil {
+		return form(l, ctx, t)
+	}
+	return nil
+}
+
+// formRedis creates a Redis Cluster (unless it already exists) and waits
+// until every node reports cluster_state:ok, or waits until every Sentinel
+// knows the primary, its replica and the other Sentinels.
+func (l *Launcher) formRedis(ctx context.Context, t topology.Topology) error {
 	switch {
-	case t.Kind == topology.Redis && t.Sentinel:
+	case t.Sentinel:
 		for _, n := range t.Nodes {
 			if !t.IsSentinel(n) {
 				continue
@@ -119,7 +135,7 @@ func (l *Launcher) formCluster(ctx context.Context, t topology.Topology) error {
 				return err
 			}
 		}
-	case t.Kind == topology.Redis && t.Cluster:
+	case t.Cluster:
 		formed, err := redisClusterFormed(ctx, t)
 		if err != nil {
 			return err
@@ -137,22 +153,26 @@ func (l *Launcher) formCluster(ctx context.Context, t topology.Topology) error {
 			}
 		}
 		for _, n := range t.Nodes {
-			if err := l.waitMember(ctx, t, n); err != nil {
+			if err := l.redisMember(ctx, t, n); err != nil {
 				return err
 			}
 		}
-	case t.Kind == topology.Postgres:
-		path, err := lookPath("psql")
-		if err != nil {
-			return nil // pg_isready already answered; psql is only a further check
-		}
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(cctx, path, t.URL(), "-Atc", "select 1")
-		cmd.Env = append(os.Environ(), "PGCONNECT_TIMEOUT=5")
-		if out, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "1" {
-			return fmt.Errorf("%s: psql %s: %v: %s", t.Name, t.URL(), err, strings.TrimSpace(string(out)))
-		}
+	}
+	return nil
+}
+
+// formPostgres checks that the PostgreSQL URL accepts a query.
+func (l *Launcher) formPostgres(ctx context.Context, t topology.Topology) error {
+	path, err := lookPath("psql")
+	if err != nil {
+		return nil // pg_isready already answered; psql is only a further check
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, path, t.URL(), "-Atc", "select 1")
+	cmd.Env = append(os.Environ(), "PGCONNECT_TIMEOUT=5")
+	if out, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "1" {
+		return fmt.Errorf("%s: psql %s: %v: %s", t.Name, t.URL(), err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
@@ -205,11 +225,20 @@ func redisClusterFormed(ctx context.Context, t topology.Topology) (bool, error) 
 	return false, fmt.Errorf("%s: some nodes are in the cluster and some are not; run `dlockenv down` and try again", t.Name)
 }
 
-// waitMember waits until node n serves as a member of its formed cluster:
-// for Redis Cluster, until it reports cluster_state:ok. For etcd and
-// ZooKeeper the readiness probe already requires a leader.
+// waitMember waits until node n serves as a member of its formed topology
+// (the kind's member step, if it has one).
 func (l *Launcher) waitMember(ctx context.Context, t topology.Topology, n topology.Node) error {
-	if t.Kind != topology.Redis || !t.Cluster {
+	if member := kindOf(t.Kind).member; member != nil {
+		return member(l, ctx, t, n)
+	}
+	return nil
+}
+
+// redisMember waits, for a node of a Redis Cluster, until it reports
+// cluster_state:ok. For etcd and ZooKeeper the readiness probe already
+// requires a leader.
+func (l *Launcher) redisMember(ctx context.Context, t topology.Topology, n topology.Node) error {
+	if !t.Cluster {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.readyTimeout())
@@ -274,7 +303,7 @@ func (l *Launcher) Leader(ctx context.Context, topo string) (string, error) {
 var errNoSingleLeader = errors.New("has no single leader")
 
 func leaderOnce(ctx context.Context, t topology.Topology) (string, error) {
-	if t.Kind != topology.Etcd && t.Kind != topology.ZooKeeper {
+	if kindOf(t.Kind).isLeader == nil {
 		if len(t.Nodes) == 1 {
 			return t.Nodes[0].Name, nil
 		}
@@ -302,7 +331,7 @@ func (l *Launcher) IsLeader(ctx context.Context, node string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if t.Kind != topology.Etcd && t.Kind != topology.ZooKeeper {
+	if kindOf(t.Kind).isLeader == nil {
 		return len(t.Nodes) == 1, nil
 	}
 	return isLeader(ctx, t, n)
@@ -311,18 +340,23 @@ func (l *Launcher) IsLeader(ctx context.Context, node string) (bool, error) {
 func isLeader(ctx context.Context, t topology.Topology, n topology.Node) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	if t.Kind == topology.Etcd {
-		var st struct {
-			Header struct {
-				MemberID string `json:"member_id"`
-			}
-			Leader string
+	return kindOf(t.Kind).isLeader(ctx, n)
+}
+
+func etcdIsLeader(ctx context.Context, n topology.Node) (bool, error) {
+	var st struct {
+		Header struct {
+			MemberID string `json:"member_id"`
 		}
-		if err := httpJSON(ctx, "POST", "http://"+n.Addr()+"/v3/maintenance/status", &st); err != nil {
-			return false, err
-		}
-		return st.Leader != "" && st.Leader != "0" && st.Leader == st.Header.MemberID, nil
+		Leader string
 	}
+	if err := httpJSON(ctx, "POST", "http://"+n.Addr()+"/v3/maintenance/status", &st); err != nil {
+		return false, err
+	}
+	return st.Leader != "" && st.Leader != "0" && st.Leader == st.Header.MemberID, nil
+}
+
+func zooKeeperIsLeader(ctx context.Context, n topology.Node) (bool, error) {
 	mode, err := zkMode(ctx, n.Addr())
 	if err != nil {
 		return false, err

@@ -15,7 +15,7 @@ func TestCheckAll(t *testing.T) {
 }
 
 // The ports, variables and URLs are a contract with the backend tests and
-// the design document: changing one must be a deliberate act.
+// CONTRIBUTING.md's topology table: changing one must be a deliberate act.
 func TestContract(t *testing.T) {
 	want := map[string]string{
 		"DLOCK_REDIS_URL":          "redis://127.0.0.1:6379",

@@ -75,6 +75,21 @@ func postgresB(t *testing.T) Backend {
 	return Backend{Name: "postgres", URL: testenv.Endpoint(t, "DLOCK_POSTGRES_URL") + "&table=dlock_faults", TTL: time.Second, Liveness: 2 * time.Second}
 }
 
+// faultBackends are the backends the matrix's cells run on, by topology
+// name (the file backend, which has no topology, by its scheme). It is one
+// of the tables that list the backends (docs/adding-a-backend.md): a test
+// in tools/internal/backendtables fails when a topology is neither here nor
+// in failoverOnly.
+var faultBackends = map[string]func(*testing.T) Backend{
+	"redis": redisB, "redlock": redlockB, "etcd": etcdB, "etcd3": etcd3B,
+	"zookeeper": zkB, "zookeeper3": zk3B, "consul": consulB, "file": fileB,
+	"postgres": postgresB,
+}
+
+// failoverOnly are the topologies the matrix runs only as private copies
+// of their own, in the failover cells (scenarios 12 and 13).
+var failoverOnly = []string{"redis-sentinel", "redis-cluster"}
+
 // TestFaults runs the matrix: scenario × backend.
 //
 // The cells run in four lanes side by side, each lane one cell at a
@@ -114,9 +129,7 @@ func TestFaults(t *testing.T) {
 		t.Run("18-many-holds-cut-off/zookeeper", func(t *testing.T) { manyHoldsCutOff(t, zkB(t)) })
 	})
 
-	common := map[string]func(*testing.T) Backend{
-		"redis": redisB, "redlock": redlockB, "etcd": etcdB, "zookeeper": zkB, "postgres": postgresB,
-	}
+	common := faultBackends
 	order := []string{"redis", "redlock", "etcd", "zookeeper", "postgres"}
 	for _, name := range order {
 		backendCells(t, name, common[name])

@@ -18,12 +18,9 @@ type holder interface {
 	Done() <-chan struct{}
 }
 
-// permit is one permit of a dlock.Semaphore, as a holder.
-type permit struct{ *dlock.Semaphore }
-
-func (p permit) Lock(ctx context.Context) error    { return p.Lock(ctx) }
-func (p permit) TryLock(ctx context.Context) error { return p.TryLock(ctx) }
-func (p permit) Unlock(ctx context.Context) error  { return p.Unlock(ctx) }
+// A *dlock.Semaphore is a holder as it is: its Lock, TryLock and Unlock
+// take and give back one permit.
+var _ holder = (*dlock.Semaphore)(nil)
 
 // newHolder makes the lock or, when permits > 0, the semaphore permit KEY
 // names.
@@ -33,7 +30,7 @@ func newHolder(l *dlock.Locker, cfg runConfig, opts []dlock.Option) (holder, err
 		if err != nil {
 			return nil, err
 		}
-		return permit{s}, nil
+		return s, nil
 	}
 	return l.NewMutex(cfg.key, opts...)
 }
@@ -41,7 +38,7 @@ func newHolder(l *dlock.Locker, cfg runConfig, opts []dlock.Option) (holder, err
 // permitKey is the key a fence checks DLOCK_TOKEN against: the permit's
 // own key with --permits, else KEY.
 func permitKey(h holding, key string) string {
-	if p, ok := h.(permit); ok {
+	if p, ok := h.(*dlock.Semaphore); ok {
 		return p.PermitKey()
 	}
 	return key
