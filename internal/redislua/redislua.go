@@ -14,7 +14,7 @@
 package redislua
 
 import (
-	_ "embed"
+	"embed"
 	"errors"
 	"fmt"
 	"strconv"
@@ -24,54 +24,67 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-var (
-	//go:embed acquire.lua
-	acquireSrc string
-	//go:embed release.lua
-	releaseSrc string
-	//go:embed renew.lua
-	renewSrc string
-	//go:embed renewmany.lua
-	renewManySrc string
-	//go:embed inspect.lua
-	inspectSrc string
-	//go:embed queue.lua
-	queueSrc string
-	//go:embed record.lua
-	recordSrc string
-	//go:embed clearrecord.lua
-	clearRecordSrc string
-)
+// sources are the scripts and the fragments they include.
+//
+//go:embed *.lua
+var sources embed.FS
+
+// includeMarker starts a line of a script that is replaced by the named
+// file of sources, a fragment (Lua in Redis has no include): the token
+// rule, token.lua, is written once for every script that makes a token.
+const includeMarker = "-- #include "
+
+// compose returns the script in file name with its include lines replaced
+// by the files they name. The script's SHA, which EVALSHA sends, is that
+// of the composed text.
+func compose(name string) string {
+	b, err := sources.ReadFile(name)
+	if err != nil {
+		panic("redislua: " + err.Error())
+	}
+	var out strings.Builder
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		if inc, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), includeMarker); ok {
+			out.WriteString(compose(inc))
+			continue
+		}
+		out.WriteString(line)
+	}
+	return out.String()
+}
+
+// script returns the composed script in file name.
+func script(name string) *goredis.Script { return goredis.NewScript(compose(name)) }
 
 // The scripts. See the .lua files for their KEYS, ARGV and replies.
 var (
 	// Acquire: KEYS lock, fence; ARGV owner, ttl-ms.
 	// Replies {1, token} or {0, pttl}; error NOTALOCK.
-	Acquire = goredis.NewScript(acquireSrc)
+	Acquire = script("acquire.lua")
 	// Release: KEYS lock [, channel]; ARGV owner, publish command, message.
 	// Replies 1 or 0.
-	Release = goredis.NewScript(releaseSrc)
+	Release = script("release.lua")
 	// Renew: KEYS lock; ARGV owner, ttl-ms. Replies 1 or 0.
-	Renew = goredis.NewScript(renewSrc)
+	Renew = script("renew.lua")
 	// RenewMany: KEYS lock...; ARGV owner, ttl-ms for each key. Replies
 	// an array of Renew's replies, one per key: 1, 0 or an error. Its
 	// keys are locks of different slots: for a standalone instance (each
 	// of Redlock's), not a Cluster.
-	RenewMany = goredis.NewScript(renewManySrc)
+	RenewMany = script("renewmany.lua")
 	// Inspect: KEYS lock, fence, meta [, channel]; ARGV '' or 'BREAK',
 	// publish command, message. Replies {0, counter} or {1, pttl, counter, meta,
 	// owner}; error NOTALOCK.
-	Inspect = goredis.NewScript(inspectSrc)
+	Inspect = script("inspect.lua")
 	// Queue: KEYS lock, fence, meta, queue, deadlines, channel; ARGV owner,
 	// ttl-ms, meta, QueueJoin or QueueTry, publish command, inbox. Replies
 	// {1, token} or {0, wait-ms}; error NOTALOCK.
-	Queue = goredis.NewScript(queueSrc)
+	Queue = script("queue.lua")
 	// Record: KEYS record; ARGV value. Writes value when the record is
 	// absent and replies the record (a bulk string); error WRONGTYPE.
-	Record = goredis.NewScript(recordSrc)
+	Record = script("record.lua")
 	// ClearRecord: KEYS record; ARGV value. Deletes the record if it is
 	// value. Replies 1 or 0; error WRONGTYPE.
-	ClearRecord = goredis.NewScript(clearRecordSrc)
+	ClearRecord = script("clearrecord.lua")
 )
 
 // Queue's ARGV[4]: join the queue when the lock is not granted, or not.
