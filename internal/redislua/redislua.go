@@ -85,7 +85,42 @@ var (
 	// ClearRecord: KEYS record; ARGV value. Deletes the record if it is
 	// value. Replies 1 or 0; error WRONGTYPE.
 	ClearRecord = script("clearrecord.lua")
+	// RedlockAcquire: phase 1 of a Redlock acquire on one of its
+	// instances (RedlockAcquireArgs). Replies {1, counter} or {0, pttl,
+	// holder}, the counter a decimal string; error NOTALOCK.
+	RedlockAcquire = script("redlockacquire.lua")
+	// Fence: phase 2 of a Redlock token, raising one instance's counter
+	// to the token while the lock there is the owner's (FenceArgs).
+	// Replies 1 or 0.
+	Fence = script("fence.lua")
 )
+
+// RedlockWaiter is a Redlock acquire's waiting member, which joins the
+// line (or refreshes its entry there) when it is refused.
+type RedlockWaiter struct {
+	Member  string
+	Inbox   string // the inbox its grants and wakes are published on
+	Attempt string // the attempt's ID, letters and digits
+	Score   int64  // its place in the line, the same on every instance
+}
+
+// RedlockAcquireArgs returns RedlockAcquire's keys and arguments: the
+// lock, its counter, the hold metadata key (desc the holder's
+// description), the line and its entries; floor is the least counter to
+// make (decimal µs); w, when not nil, waits in the line.
+func RedlockAcquireArgs(lock, counter, meta, line, entries, owner string, ttlMs int64, desc, floor string, w *RedlockWaiter) ([]string, []any) {
+	args := []any{owner, ttlMs, desc, "", "", 0, floor, 0}
+	if w != nil {
+		args[3], args[4], args[5], args[7] = w.Member, w.Inbox, w.Attempt, w.Score
+	}
+	return []string{lock, counter, meta, line, entries}, args
+}
+
+// FenceArgs returns Fence's keys and arguments: raise counter to token
+// while lock is owner's.
+func FenceArgs(lock, counter, owner string, token uint64) ([]string, []any) {
+	return []string{lock, counter}, []any{owner, strconv.FormatUint(token, 10)}
+}
 
 // Queue's ARGV[4]: join the queue when the lock is not granted, or not.
 const (
