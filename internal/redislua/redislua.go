@@ -2,15 +2,21 @@
 // acquire with a fencing token, compare-and-delete release, and
 // compare-and-expire renew (renewmany: of many keys in one call), inspect
 // (optionally break), queue: an acquire that grants the lock in the order
-// waiters queued for it, and record/clearrecord: a write-once value per key
-// (driver.Recorder) and its compare-and-delete. The scripts are embedded from the .lua files
-// next to this one and run through go-redis Script, which sends EVALSHA and
-// falls back to EVAL when the server answers NOSCRIPT.
+// waiters queued for it, record/clearrecord: a write-once value per key
+// (driver.Recorder) and its compare-and-delete, and Redlock's per-instance
+// acquire and fence. Each script is a .lua file next to this one whose
+// header lists its KEYS, ARGV and replies; the fencing token rule is one
+// fragment, token.lua, included where a token is made (a line
+// "-- #include token.lua", expanded when the embedded scripts are loaded).
+// The scripts run through go-redis Script, which sends EVALSHA (the SHA of
+// the composed text) and falls back to EVAL when the server answers
+// NOSCRIPT. ParseGrant reads the message release.lua publishes when it
+// grants a lock.
 //
 // The scripts know nothing of dlock's key names: callers pass the keys
 // (which must share one hash slot on a Cluster), the owner and the lease.
 // They are shared by the redis backend (one instance, standalone, Sentinel
-// or Cluster) and may be used per instance by the redlock backend.
+// or Cluster) and the redlock backend (on each of its instances).
 package redislua
 
 import (
@@ -56,34 +62,44 @@ func compose(name string) string {
 // script returns the composed script in file name.
 func script(name string) *goredis.Script { return goredis.NewScript(compose(name)) }
 
-// The scripts. See the .lua files for their KEYS, ARGV and replies.
+// The scripts. Each .lua file's header lists its KEYS, ARGV and replies;
+// the functions named here build the KEYS and ARGV (a test holds them to
+// the headers).
 var (
-	// Acquire: KEYS lock, fence; ARGV owner, ttl-ms.
-	// Replies {1, token} or {0, pttl}; error NOTALOCK.
+	// Acquire (AcquireArgs, AcquireMetaArgs): KEYS lock, fence [, meta];
+	// ARGV owner, ttl-ms [, description]. Replies {1, token}, {1, token,
+	// left} (already the owner's) or {0, pttl}; error NOTALOCK.
 	Acquire = script("acquire.lua")
-	// Release: KEYS lock [, channel]; ARGV owner, publish command, message.
-	// Replies 1 or 0.
+	// Release (ReleaseArgs, ReleaseQueueArgs, ReleaseHandoffArgs): KEYS
+	// lock [, channel [, queue, entries, fence, meta [, inbox base]]];
+	// ARGV owner, publish command, message [, GRANT, '' or HANDOFF
+	// [, SORTED [, floor [, HEARD]]]]. Replies 1 or 0; a grant is
+	// published as "member:token:elapsed:attempt" (ParseGrant).
 	Release = script("release.lua")
-	// Renew: KEYS lock; ARGV owner, ttl-ms. Replies 1 or 0.
+	// Renew (RenewArgs): KEYS lock; ARGV owner, ttl-ms. Replies 1 or 0.
 	Renew = script("renew.lua")
-	// RenewMany: KEYS lock...; ARGV owner, ttl-ms for each key. Replies
-	// an array of Renew's replies, one per key: 1, 0 or an error. Its
-	// keys are locks of different slots: for a standalone instance (each
-	// of Redlock's), not a Cluster.
+	// RenewMany (RenewManyArgs): KEYS lock...; ARGV owner, ttl-ms for each
+	// key. Replies an array of Renew's replies, one per key: 1, 0 or an
+	// error. Its keys are locks of different slots: for a standalone
+	// instance (each of Redlock's), not a Cluster.
 	RenewMany = script("renewmany.lua")
-	// Inspect: KEYS lock, fence, meta [, channel]; ARGV '' or 'BREAK',
-	// publish command, message. Replies {0, counter} or {1, pttl, counter, meta,
-	// owner}; error NOTALOCK.
+	// Inspect (InspectArgs, InspectQueueArgs): KEYS lock, fence, meta
+	// [, channel [, queue, entries [, inbox base]]]; ARGV '' or BREAK,
+	// publish command, message. Replies {0, counter} or {1, pttl, counter,
+	// meta, owner}, with the queue keys one more element (the live
+	// waiters); error NOTALOCK.
 	Inspect = script("inspect.lua")
-	// Queue: KEYS lock, fence, meta, queue, deadlines, channel; ARGV owner,
-	// ttl-ms, meta, QueueJoin or QueueTry, publish command, inbox. Replies
-	// {1, token} or {0, wait-ms}; error NOTALOCK.
+	// Queue (QueueArgs): KEYS lock, fence, meta, queue, entries, channel;
+	// ARGV owner, ttl-ms, meta, QueueJoin or QueueTry, publish command,
+	// inbox, attempt. Replies {1, token}, {1, token, left} (already the
+	// owner's) or {0, wait-ms}; error NOTALOCK.
 	Queue = script("queue.lua")
-	// Record: KEYS record; ARGV value. Writes value when the record is
-	// absent and replies the record (a bulk string); error WRONGTYPE.
+	// Record (RecordArgs): KEYS record; ARGV value. Writes value when the
+	// record is absent and replies the record (a bulk string); error
+	// WRONGTYPE.
 	Record = script("record.lua")
-	// ClearRecord: KEYS record; ARGV value. Deletes the record if it is
-	// value. Replies 1 or 0; error WRONGTYPE.
+	// ClearRecord (RecordArgs): KEYS record; ARGV value. Deletes the
+	// record if it is value. Replies 1 or 0; error WRONGTYPE.
 	ClearRecord = script("clearrecord.lua")
 	// RedlockAcquire: phase 1 of a Redlock acquire on one of its
 	// instances (RedlockAcquireArgs). Replies {1, counter} or {0, pttl,
