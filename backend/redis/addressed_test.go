@@ -7,8 +7,8 @@ import (
 
 // Release messages: a wake-up names its owner, a grant adds the token, the
 // server ms since the waiter's last refresh and the attempt that made it;
-// a grant in an older form names no attempt; anything else is for every
-// waiter.
+// anything else (a grant in an older form, which names no attempt,
+// included) is for every waiter, who attempt.
 func TestAddressed(t *testing.T) {
 	o := strings.Repeat("ab", 16)
 	for _, c := range []struct {
@@ -18,8 +18,10 @@ func TestAddressed(t *testing.T) {
 	}{
 		{o, o, nil},
 		{o + ":42:317:1z", o, &grant{42, 317, "1z"}},
-		{o + ":42:317", o, &grant{42, 317, ""}},
-		{o + ":42", o, &grant{42, 0, ""}},
+		{o + ":42:317", "", nil},
+		{o + ":42", "", nil},
+		{strings.Repeat("g", 32), "", nil},
+		{strings.Repeat("ab", 15) + ":42:317:1z", "", nil},
 		{o + ":0:3:1", "", nil},
 		{o + ":42:-1:1", "", nil},
 		{o + ":42:x:1", "", nil},

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redislua"
 )
 
 // lingerFor is how long a channel stays subscribed after the last waiting
@@ -448,8 +447,7 @@ func (w *watch) Changed() <-chan struct{} { return w.changed }
 
 // grant is a release's grant of the lock to a waiter: its fencing token,
 // the server ms from the waiter's last refresh of its queue entry to the
-// grant, and the ID of the attempt that made that refresh ("" from an
-// older version).
+// grant, and the ID of the attempt that made that refresh.
 type grant struct {
 	token   uint64
 	elapsed int64
@@ -476,35 +474,32 @@ func (w *watch) Close() error {
 // addressed returns the owner a release message wakes and the grant it
 // makes (nil for a wake-up only), or "" for a message meant for every
 // waiter (a release with nobody queued, a break, a release by an older
-// version). Messages are "owner" or "owner:token:elapsed:attempt"
-// (release.lua); owners are 32 hex digits (driver.Request.Owner). A grant
-// in an older form, "owner:token:elapsed" or "owner:token", names no
-// attempt, so the waiter attempts instead of counting from it.
+// version). Messages are "owner" or a grant (redislua.ParseGrant);
+// owners are 32 hex digits (driver.Request.Owner).
 func addressed(payload string) (string, *grant) {
-	owner, rest, isGrant := strings.Cut(payload, ":")
-	if len(owner) != 32 {
+	if g, ok := redislua.ParseGrant(payload); ok {
+		if !isOwner(g.Member) {
+			return "", nil
+		}
+		return g.Member, &grant{token: g.Token, elapsed: g.Elapsed.Milliseconds(), attempt: g.Attempt}
+	}
+	if !isOwner(payload) {
 		return "", nil
 	}
-	for i := 0; i < len(owner); i++ {
-		c := owner[i]
+	return payload, nil
+}
+
+// isOwner reports whether s is an owner as this backend makes them: 32
+// hex digits.
+func isOwner(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		if (c < '0' || c > '9') && (c < 'a' || c > 'f') && (c < 'A' || c > 'F') {
-			return "", nil
+			return false
 		}
 	}
-	if !isGrant {
-		return owner, nil
-	}
-	tok, rest, _ := strings.Cut(rest, ":")
-	ms, attempt, _ := strings.Cut(rest, ":")
-	g := &grant{attempt: attempt}
-	var err error
-	if g.token, err = strconv.ParseUint(tok, 10, 64); err != nil || g.token == 0 {
-		return "", nil
-	}
-	if ms != "" {
-		if g.elapsed, err = strconv.ParseInt(ms, 10, 64); err != nil || g.elapsed < 0 {
-			return "", nil
-		}
-	}
-	return owner, g
+	return true
 }

@@ -68,17 +68,17 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 	// instances that have not answered by then still get the request; one
 	// that grants it later just holds the lock with the others (released
 	// at Unlock, or at once if the hold has ended: see attempt.answer).
-	keys := []string{nm.lock, nm.counter, nm.meta, nm.queue, nm.entries}
-	args := []any{req.Owner, ttl.Milliseconds(), req.Meta, "", "", 0,
-		strconv.FormatInt(time.Now().Add(floorLead).UnixMicro(), 10), 0}
+	floor := strconv.FormatInt(time.Now().Add(floorLead).UnixMicro(), 10)
+	var w *redislua.RedlockWaiter
 	if kw != nil {
 		// An entry lives one lease from its last refresh (the waiter
 		// refreshes it at least every third of one, see below).
 		kw.life.Store(int64(ttl))
 		a.wakes = kw.wakes.Load()
 		kw.last.Store(a)
-		args[3], args[4], args[5], args[7] = member, d.inbox, a.id, kw.place(a.wakes)
+		w = &redislua.RedlockWaiter{Member: member, Inbox: d.inbox, Attempt: a.id, Score: kw.place(a.wakes)}
 	}
+	keys, args := redislua.RedlockAcquireArgs(nm.lock, nm.counter, nm.meta, nm.queue, nm.entries, req.Owner, ttl.Milliseconds(), req.Meta, floor, w)
 	replies := d.fanout(ctx, timeout, d.all, request{script: acquireScript, keys: keys, args: args, late: a.answer}, d.quorum, acquired)
 	var (
 		won       []int    // instances where the lock is ours
@@ -235,8 +235,9 @@ func (a *attempt) fence(ctx context.Context, timeout time.Duration, won []int, c
 		return token, nil
 	}
 	var firstErr error
+	fenceKeys, fenceArgs := redislua.FenceArgs(a.lock, a.names().counter, a.owner, token)
 	for _, r := range d.fanout(ctx, timeout, behind, request{script: fenceScript,
-		keys: []string{a.lock, a.names().counter}, args: []any{a.owner, strconv.FormatUint(token, 10)}},
+		keys: fenceKeys, args: fenceArgs},
 		d.quorum-written, flagSet) {
 		switch {
 		case r.err != nil:

@@ -3,47 +3,17 @@ package redlock
 import (
 	"context"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redislua"
 )
 
-// handed is one instance's grant of a lock to a waiting member: its release
-// set the lock to the member with token, elapsed (server ms) after the
-// member's last refresh of its entry there.
-type handed struct {
-	member  string
-	token   uint64
-	elapsed time.Duration
-	attempt string // the ID of the attempt that made that refresh
-}
-
-// parseHanded reads a grant message, "member:token:elapsed:attempt" (a
-// wake without a grant is "member releaser").
-func parseHanded(payload string) (handed, bool) {
-	member, rest, ok := strings.Cut(payload, ":")
-	if !ok || member == "" {
-		return handed{}, false
-	}
-	tok, rest, ok := strings.Cut(rest, ":")
-	if !ok {
-		return handed{}, false
-	}
-	ms, attempt, ok := strings.Cut(rest, ":")
-	if !ok || attempt == "" {
-		return handed{}, false
-	}
-	token, err := strconv.ParseUint(tok, 10, 64)
-	if err != nil || token == 0 {
-		return handed{}, false
-	}
-	elapsed, err := strconv.ParseInt(ms, 10, 64)
-	if err != nil || elapsed < 0 {
-		return handed{}, false
-	}
-	return handed{member: member, token: token, elapsed: time.Duration(elapsed) * time.Millisecond, attempt: attempt}, true
-}
+// handed is one instance's grant of a lock to a waiting member, as its
+// release told it (redislua.ParseGrant): the release set the lock to the
+// member with Token, Elapsed (server time) after the member's last refresh
+// of its entry there, which the attempt named Attempt made.
+type handed = redislua.Granted
 
 // handed records a grant that instance inst's release made to a member of
 // this Driver, and wakes the member's watches once grants from a majority
@@ -54,10 +24,10 @@ func parseHanded(payload string) (handed, bool) {
 func (d *Driver) handed(inst int, g handed) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	kw := d.members[g.member]
+	kw := d.members[g.Member]
 	if kw == nil {
-		e, ok := d.ended[g.member]
-		if ok && e.last != nil && e.last.owner == g.member && !e.last.ended.Load() {
+		e, ok := d.ended[g.Member]
+		if ok && e.last != nil && e.last.owner == g.Member && !e.last.ended.Load() {
 			// The member holds the lock, made of the grants that came
 			// first: this one is part of it (its renewals and its release
 			// go to every instance).
@@ -65,7 +35,7 @@ func (d *Driver) handed(inst int, g handed) {
 		}
 		if ok && !d.isClosed {
 			// Queued, not awaited: this runs on the hub's reader.
-			d.inst[inst].batch.submit(d.leaveRequest(e.key, g.member), d.timeout(0), newGroup(1, 0, nil))
+			d.inst[inst].batch.submit(d.leaveRequest(e.key, g.Member), d.timeout(0), newGroup(1, 0, nil))
 		}
 		return
 	}
@@ -129,7 +99,7 @@ func (kw *keyWatch) claimable() ([]int, int) {
 	}
 	var idx []int
 	for i, g := range kw.grants {
-		if g != nil && g.attempt == a.id && a.answers[i].Load() == ansRefused && !a.granted[i].Load() {
+		if g != nil && g.Attempt == a.id && a.answers[i].Load() == ansRefused && !a.granted[i].Load() {
 			idx = append(idx, i)
 		}
 	}
@@ -217,8 +187,8 @@ func (d *Driver) holdFromGrants(ctx context.Context, kw *keyWatch, ttl time.Dura
 	}
 	for k, i := range idx {
 		a.answers[i].Store(ansGranted)
-		counters[k] = grants[i].token
-		c := grants[i].elapsed - grants[i].elapsed/100 - time.Millisecond
+		counters[k] = grants[i].Token
+		c := grants[i].Elapsed - grants[i].Elapsed/100 - time.Millisecond
 		if credit < 0 || c < credit {
 			credit = c
 		}

@@ -250,7 +250,7 @@ func (d *Driver) leaveRequest(key, member string) request {
 // attempt's late refusal put it back in that queue) passes the wake on: it
 // leaves that instance's queue, which wakes the next member there.
 func (d *Driver) route(inst int, payload string) {
-	if g, ok := parseHanded(payload); ok {
+	if g, ok := redislua.ParseGrant(payload); ok {
 		d.handed(inst, g)
 		return
 	}

@@ -16,40 +16,20 @@
 --                   that is not an integer); nothing was changed
 --
 -- The token is max(counter + 1, server clock in microseconds since the
--- epoch), written back to the counter. The clock floor matters whenever the
--- counter is missing or older than what was issued: a restart without
--- persistence, a restart from an older snapshot, a crash that lost the last
--- writes of the append-only file, a failover to a replica that missed the
--- last increments. Every token issued before was at most the counter the
--- server had then, which was at most max(an earlier counter, the clock at
--- that moment), so the next token is greater than all of them as long as
--- the server clock has not stepped back by more than the time since the
--- last acquisition (and one key is not acquired more than a million times a
--- second, which would run the counter ahead of the clock).
---
--- Counters are compared as decimal strings (length, then bytes), so that no
--- value goes through a Lua double before it is compared.
+-- epoch), written back to the counter: see token.lua.
 --
 -- Running the script twice with the same owner (a client retry after a
 -- lost reply) is harmless: the second run finds its own hold and returns
 -- the same token.
+-- #include token.lua
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   -- Hold metadata: "owner\ndescription", read by inspect.lua only while
   -- that owner holds the lock (so it needs no expiry of its own).
   if KEYS[3] then redis.call('SET', KEYS[3], ARGV[1] .. '\n' .. (ARGV[3] or '')) end
-  local n = redis.pcall('INCR', KEYS[2])
-  if type(n) == 'table' then
+  local token = nextToken(KEYS[2], redis.call('TIME'))
+  if not token then
     redis.call('DEL', KEYS[1])
-    return redis.error_reply('NOTALOCK the fencing counter ' .. KEYS[2] .. ' is not an integer: ' .. tostring(n.err))
-  end
-  -- The clock, built as a string: Lua would print a large number in
-  -- exponent form.
-  local now = redis.call('TIME')
-  local clock = now[1] .. string.format('%06d', tonumber(now[2]))
-  local token = redis.call('GET', KEYS[2])
-  if #token < #clock or (#token == #clock and token < clock) then
-    redis.call('SET', KEYS[2], clock)
-    token = clock
+    return redis.error_reply('NOTALOCK the fencing counter ' .. KEYS[2] .. ' is not an integer')
   end
   return {1, tonumber(token)}
 end

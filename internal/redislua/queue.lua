@@ -47,11 +47,12 @@
 -- does this script when it dropped a dead head in front of a live one.
 --
 -- The token is max(counter + 1, server clock in microseconds since the
--- epoch), written back to the counter; see acquire.lua for why the clock
+-- epoch), written back to the counter: see token.lua for why the clock
 -- floor keeps tokens increasing across restarts, rollbacks and failovers.
--- Counters are compared as decimal strings. Running the script twice with
+-- Running the script twice with
 -- the same owner (a client retry after a lost reply) is harmless: the second
 -- run finds its own hold and returns the same token.
+-- #include token.lua
 local function notalock(key, what)
   return redis.error_reply('NOTALOCK the key ' .. key .. ' holds a ' .. redis.call('TYPE', key).ok .. ', not ' .. what)
 end
@@ -97,19 +98,9 @@ while head do
   head = redis.call('LINDEX', KEYS[4], 0)
 end
 if not value and (not head or head == owner) then
-  -- The clock, built as a string: Lua would print a large number in
-  -- exponent form.
-  local clock = now[1] .. string.format('%06d', tonumber(now[2]))
-  local token = redis.pcall('GET', KEYS[2])
-  if token and (type(token) ~= 'string' or not string.match(token, '^-?%d+$')) then
+  local token = nextToken(KEYS[2], now)
+  if not token then
     return redis.error_reply('NOTALOCK the fencing counter ' .. KEYS[2] .. ' is not an integer')
-  end
-  if not token or #token < #clock or (#token == #clock and token < clock) then
-    redis.call('SET', KEYS[2], clock)
-    token = clock
-  else
-    redis.call('INCR', KEYS[2])
-    token = redis.call('GET', KEYS[2])
   end
   redis.call('SET', KEYS[1], owner, 'PX', ARGV[2])
   -- Hold metadata: "owner\ndescription", read by inspect.lua only while

@@ -291,15 +291,11 @@ func TestGrantSetsAWholeLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parts := strings.Split(msg.Payload, ":")
-	if len(parts) != 4 || parts[0] != a || parts[3] != "aa" {
+	g, ok := ParseGrant(msg.Payload)
+	if !ok || g.Member != a || g.Attempt != "aa" {
 		t.Fatalf("grant published %q; want %s:token:elapsed:aa (the attempt that made the last refresh)", msg.Payload, a)
 	}
-	elapsed, err := strconv.ParseInt(parts[2], 10, 64)
-	if err != nil {
-		t.Fatalf("grant's elapsed %q: %v", parts[2], err)
-	}
-	if e := time.Duration(elapsed) * time.Millisecond; e < pause || e > pause+5*time.Second {
+	if e := g.Elapsed; e < pause || e > pause+5*time.Second {
 		t.Fatalf("grant says %v passed since the waiter's refresh; want about %v", e, pause)
 	}
 	// The entry would have run out in lease-pause; the lock lasts a lease.

@@ -1,6 +1,7 @@
 -- Record: make a key's record unless it has one.
 --
--- KEYS[1] the record; ARGV[1] the value.
+-- KEYS[1]  the record
+-- ARGV[1]  the value
 --
 -- Returns the record: ARGV[1] when it was absent (now written, without
 -- expiry), else the value found. A key of another type is a WRONGTYPE

@@ -2,19 +2,25 @@
 // acquire with a fencing token, compare-and-delete release, and
 // compare-and-expire renew (renewmany: of many keys in one call), inspect
 // (optionally break), queue: an acquire that grants the lock in the order
-// waiters queued for it, and record/clearrecord: a write-once value per key
-// (driver.Recorder) and its compare-and-delete. The scripts are embedded from the .lua files
-// next to this one and run through go-redis Script, which sends EVALSHA and
-// falls back to EVAL when the server answers NOSCRIPT.
+// waiters queued for it, record/clearrecord: a write-once value per key
+// (driver.Recorder) and its compare-and-delete, and Redlock's per-instance
+// acquire and fence. Each script is a .lua file next to this one whose
+// header lists its KEYS, ARGV and replies; the fencing token rule is one
+// fragment, token.lua, included where a token is made (a line
+// "-- #include token.lua", expanded when the embedded scripts are loaded).
+// The scripts run through go-redis Script, which sends EVALSHA (the SHA of
+// the composed text) and falls back to EVAL when the server answers
+// NOSCRIPT. ParseGrant reads the message release.lua publishes when it
+// grants a lock.
 //
 // The scripts know nothing of dlock's key names: callers pass the keys
 // (which must share one hash slot on a Cluster), the owner and the lease.
 // They are shared by the redis backend (one instance, standalone, Sentinel
-// or Cluster) and may be used per instance by the redlock backend.
+// or Cluster) and the redlock backend (on each of its instances).
 package redislua
 
 import (
-	_ "embed"
+	"embed"
 	"errors"
 	"fmt"
 	"strconv"
@@ -24,55 +30,113 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
+// sources are the scripts and the fragments they include.
+//
+//go:embed *.lua
+var sources embed.FS
+
+// includeMarker starts a line of a script that is replaced by the named
+// file of sources, a fragment (Lua in Redis has no include): the token
+// rule, token.lua, is written once for every script that makes a token.
+const includeMarker = "-- #include "
+
+// compose returns the script in file name with its include lines replaced
+// by the files they name. The script's SHA, which EVALSHA sends, is that
+// of the composed text.
+func compose(name string) string {
+	b, err := sources.ReadFile(name)
+	if err != nil {
+		panic("redislua: " + err.Error())
+	}
+	var out strings.Builder
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		if inc, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), includeMarker); ok {
+			out.WriteString(compose(inc))
+			continue
+		}
+		out.WriteString(line)
+	}
+	return out.String()
+}
+
+// script returns the composed script in file name.
+func script(name string) *goredis.Script { return goredis.NewScript(compose(name)) }
+
+// The scripts. Each .lua file's header lists its KEYS, ARGV and replies;
+// the functions named here build the KEYS and ARGV (a test holds them to
+// the headers).
 var (
-	//go:embed acquire.lua
-	acquireSrc string
-	//go:embed release.lua
-	releaseSrc string
-	//go:embed renew.lua
-	renewSrc string
-	//go:embed renewmany.lua
-	renewManySrc string
-	//go:embed inspect.lua
-	inspectSrc string
-	//go:embed queue.lua
-	queueSrc string
-	//go:embed record.lua
-	recordSrc string
-	//go:embed clearrecord.lua
-	clearRecordSrc string
+	// Acquire (AcquireArgs, AcquireMetaArgs): KEYS lock, fence [, meta];
+	// ARGV owner, ttl-ms [, description]. Replies {1, token}, {1, token,
+	// left} (already the owner's) or {0, pttl}; error NOTALOCK.
+	Acquire = script("acquire.lua")
+	// Release (ReleaseArgs, ReleaseQueueArgs, ReleaseHandoffArgs): KEYS
+	// lock [, channel [, queue, entries, fence, meta [, inbox base]]];
+	// ARGV owner, publish command, message [, GRANT, '' or HANDOFF
+	// [, SORTED [, floor [, HEARD]]]]. Replies 1 or 0; a grant is
+	// published as "member:token:elapsed:attempt" (ParseGrant).
+	Release = script("release.lua")
+	// Renew (RenewArgs): KEYS lock; ARGV owner, ttl-ms. Replies 1 or 0.
+	Renew = script("renew.lua")
+	// RenewMany (RenewManyArgs): KEYS lock...; ARGV owner, ttl-ms for each
+	// key. Replies an array of Renew's replies, one per key: 1, 0 or an
+	// error. Its keys are locks of different slots: for a standalone
+	// instance (each of Redlock's), not a Cluster.
+	RenewMany = script("renewmany.lua")
+	// Inspect (InspectArgs, InspectQueueArgs): KEYS lock, fence, meta
+	// [, channel [, queue, entries [, inbox base]]]; ARGV '' or BREAK,
+	// publish command, message. Replies {0, counter} or {1, pttl, counter,
+	// meta, owner}, with the queue keys one more element (the live
+	// waiters); error NOTALOCK.
+	Inspect = script("inspect.lua")
+	// Queue (QueueArgs): KEYS lock, fence, meta, queue, entries, channel;
+	// ARGV owner, ttl-ms, meta, QueueJoin or QueueTry, publish command,
+	// inbox, attempt. Replies {1, token}, {1, token, left} (already the
+	// owner's) or {0, wait-ms}; error NOTALOCK.
+	Queue = script("queue.lua")
+	// Record (RecordArgs): KEYS record; ARGV value. Writes value when the
+	// record is absent and replies the record (a bulk string); error
+	// WRONGTYPE.
+	Record = script("record.lua")
+	// ClearRecord (RecordArgs): KEYS record; ARGV value. Deletes the
+	// record if it is value. Replies 1 or 0; error WRONGTYPE.
+	ClearRecord = script("clearrecord.lua")
+	// RedlockAcquire: phase 1 of a Redlock acquire on one of its
+	// instances (RedlockAcquireArgs). Replies {1, counter} or {0, pttl,
+	// holder}, the counter a decimal string; error NOTALOCK.
+	RedlockAcquire = script("redlockacquire.lua")
+	// Fence: phase 2 of a Redlock token, raising one instance's counter
+	// to the token while the lock there is the owner's (FenceArgs).
+	// Replies 1 or 0.
+	Fence = script("fence.lua")
 )
 
-// The scripts. See the .lua files for their KEYS, ARGV and replies.
-var (
-	// Acquire: KEYS lock, fence; ARGV owner, ttl-ms.
-	// Replies {1, token} or {0, pttl}; error NOTALOCK.
-	Acquire = goredis.NewScript(acquireSrc)
-	// Release: KEYS lock [, channel]; ARGV owner, publish command, message.
-	// Replies 1 or 0.
-	Release = goredis.NewScript(releaseSrc)
-	// Renew: KEYS lock; ARGV owner, ttl-ms. Replies 1 or 0.
-	Renew = goredis.NewScript(renewSrc)
-	// RenewMany: KEYS lock...; ARGV owner, ttl-ms for each key. Replies
-	// an array of Renew's replies, one per key: 1, 0 or an error. Its
-	// keys are locks of different slots: for a standalone instance (each
-	// of Redlock's), not a Cluster.
-	RenewMany = goredis.NewScript(renewManySrc)
-	// Inspect: KEYS lock, fence, meta [, channel]; ARGV '' or 'BREAK',
-	// publish command, message. Replies {0, counter} or {1, pttl, counter, meta,
-	// owner}; error NOTALOCK.
-	Inspect = goredis.NewScript(inspectSrc)
-	// Queue: KEYS lock, fence, meta, queue, deadlines, channel; ARGV owner,
-	// ttl-ms, meta, QueueJoin or QueueTry, publish command, inbox. Replies
-	// {1, token} or {0, wait-ms}; error NOTALOCK.
-	Queue = goredis.NewScript(queueSrc)
-	// Record: KEYS record; ARGV value. Writes value when the record is
-	// absent and replies the record (a bulk string); error WRONGTYPE.
-	Record = goredis.NewScript(recordSrc)
-	// ClearRecord: KEYS record; ARGV value. Deletes the record if it is
-	// value. Replies 1 or 0; error WRONGTYPE.
-	ClearRecord = goredis.NewScript(clearRecordSrc)
-)
+// RedlockWaiter is a Redlock acquire's waiting member, which joins the
+// line (or refreshes its entry there) when it is refused.
+type RedlockWaiter struct {
+	Member  string
+	Inbox   string // the inbox its grants and wakes are published on
+	Attempt string // the attempt's ID, letters and digits
+	Score   int64  // its place in the line, the same on every instance
+}
+
+// RedlockAcquireArgs returns RedlockAcquire's keys and arguments: the
+// lock, its counter, the hold metadata key (desc the holder's
+// description), the line and its entries; floor is the least counter to
+// make (decimal µs); w, when not nil, waits in the line.
+func RedlockAcquireArgs(lock, counter, meta, line, entries, owner string, ttlMs int64, desc, floor string, w *RedlockWaiter) ([]string, []any) {
+	args := []any{owner, ttlMs, desc, "", "", 0, floor, 0}
+	if w != nil {
+		args[3], args[4], args[5], args[7] = w.Member, w.Inbox, w.Attempt, w.Score
+	}
+	return []string{lock, counter, meta, line, entries}, args
+}
+
+// FenceArgs returns Fence's keys and arguments: raise counter to token
+// while lock is owner's.
+func FenceArgs(lock, counter, owner string, token uint64) ([]string, []any) {
+	return []string{lock, counter}, []any{owner, strconv.FormatUint(token, 10)}
+}
 
 // Queue's ARGV[4]: join the queue when the lock is not granted, or not.
 const (

@@ -66,6 +66,7 @@
 -- not an integer, or an entry that names no attempt) the message is the
 -- owner, and the waiter takes the lock with queue.lua. With nobody queued, ARGV[3] is published,
 -- for waiters that do not queue.
+-- #include token.lua
 local value = redis.call('GET', KEYS[1])
 local released = value == ARGV[1]
 local announce = KEYS[2] and (ARGV[2] == 'PUBLISH' or ARGV[2] == 'SPUBLISH')
@@ -154,23 +155,13 @@ local function grant(h, e)
   -- from no other (a grant it hears late, after attempting again, must not
   -- count from the later attempt).
   local d, ttl, attempt, meta = string.match(e, '^(%d+):(%d+):[^:]*:([^:]*):(.*)$')
-  -- The token, as queue.lua makes it: max(counter + 1, the clock, the
-  -- floor).
-  local clock = now[1] .. string.format('%06d', tonumber(now[2]))
-  local floor = ARGV[6]
-  if floor and floor ~= '' and string.match(floor, '^%d+$') and (#clock < #floor or (#clock == #floor and clock < floor)) then
-    clock = floor
-  end
-  local token = redis.pcall('GET', KEYS[5])
-  if not (d and tonumber(ttl) > 0 and (not token or (type(token) == 'string' and string.match(token, '^-?%d+$')))) then
+  if not (d and tonumber(ttl) > 0) then
     return nil
   end
-  if not token or #token < #clock or (#token == #clock and token < clock) then
-    redis.call('SET', KEYS[5], clock)
-    token = clock
-  else
-    redis.call('INCR', KEYS[5])
-    token = redis.call('GET', KEYS[5])
+  -- The token, as queue.lua makes it (token.lua), at least the floor.
+  local token = nextToken(KEYS[5], now, ARGV[6])
+  if not token then
+    return nil
   end
   redis.call('SET', KEYS[1], h, 'PX', tonumber(ttl))
   redis.call('SET', KEYS[6], h .. '\n' .. meta)
