@@ -1,7 +1,8 @@
-// Package dlock is a distributed lock with one API over many stores: Redis,
-// Redlock, etcd, ZooKeeper, Consul, PostgreSQL, a file on one host, and
-// memory. The store is a URL in configuration; moving from Redis to etcd is
-// a change of URL.
+// Package dlock is a distributed lock with one API over many stores, from
+// memory and a file on one host to Redis and consensus stores (Schemes
+// lists the ones a program has imported; docs/backends.md in the
+// repository compares them). The store is a URL in configuration; moving
+// from Redis to etcd is a change of URL.
 //
 // # Usage
 //
