@@ -9,30 +9,23 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/sharedlease"
 )
 
 // sharedSessions hands out the Locker's shared sessions: one per requested
 // TTL backs every hold of the Locker with that TTL, so that many holds cost
-// one session renewal per renewal round instead of one each (RenewBatch).
+// one session renewal per renewal round instead of one each (RenewBatch),
+// under the policy of package sharedlease (reuse, renew or replace, one
+// grant at a time, sweep).
 //
 // A shared session that ends (its TTL ran out, or it was destroyed from
 // outside) deletes every key it holds (behavior=delete), so every hold on
-// it is lost, each with its own Done. A session whose renewal is due (a
-// third of its TTL gone) is renewed before it backs a new hold, so that a
-// new hold has at least two thirds of its TTL ahead; one older than three
-// quarters of its TTL, or found gone, is replaced by a new session. A
-// replaced session goes on serving its holds until the last one ends, and
-// is then destroyed.
-//
-// Each hold keeps its own validity end, the one it would have on a
-// session of its own. Before every renewal of a shared session, the holds
-// whose validity has ended (nobody renewed them: autorenew off, or a
-// watchdog that gave up) are swept: their keys are deleted and they are
-// marked lost, so that the renewal that serves the other holds does not
-// keep them too.
+// it is lost, each with its own Done. A replaced session goes on serving
+// its holds until the last one ends, and is then destroyed. The holds
+// swept before a renewal have their keys deleted and are marked lost.
 type sharedSessions struct {
-	d     *consulDriver
-	grant chan struct{} // one create or refresh of a current session at a time
+	d    *consulDriver
+	pool *sharedlease.Pool[time.Duration, *session]
 
 	mu     sync.Mutex
 	closed bool
@@ -41,37 +34,19 @@ type sharedSessions struct {
 }
 
 func newSharedSessions(d *consulDriver) *sharedSessions {
-	return &sharedSessions{
+	ss := &sharedSessions{
 		d:     d,
-		grant: make(chan struct{}, 1),
 		byTTL: map[time.Duration]*session{},
 		all:   map[*session]struct{}{},
 	}
+	ss.pool = sharedlease.New[time.Duration, *session](sharedStore{ss})
+	return ss
 }
 
 // get returns the shared session of ttl, counting one more user of it;
 // the caller gives it back with put unless a hold on it is tracked.
 func (ss *sharedSessions) get(ctx context.Context, ttl time.Duration) (*session, error) {
-	for {
-		s, err := ss.current(ttl)
-		if err != nil {
-			return nil, err
-		}
-		if s != nil && s.age() < 1.0/3 && s.use() {
-			return s, nil
-		}
-		select {
-		case ss.grant <- struct{}{}:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		s2, err := ss.fresh(ctx, ttl, s)
-		<-ss.grant
-		if s2 != nil || err != nil {
-			return s2, err
-		}
-		// Another caller refreshed or replaced it meanwhile: look again.
-	}
+	return ss.pool.Get(ctx, ttl)
 }
 
 // current returns the current shared session of ttl (nil if none).
@@ -84,23 +59,27 @@ func (ss *sharedSessions) current(ttl time.Duration) (*session, error) {
 	return ss.byTTL[ttl], nil
 }
 
-// fresh, in the grant turn, renews the current session seen (s) or
-// replaces it, and returns it with one more user. It returns nil, nil if
-// the current session is no longer s.
-func (ss *sharedSessions) fresh(ctx context.Context, ttl time.Duration, s *session) (*session, error) {
-	if cur, err := ss.current(ttl); err != nil || cur != s {
-		return nil, err
-	}
-	if s != nil && s.age() < 3.0/4 {
-		_, ok, err := ss.d.renewShared(ctx, s)
-		switch {
-		case err == nil && ok && s.use():
-			return s, nil
-		case err != nil && ctx.Err() != nil:
-			return nil, err
-		}
-		// Gone, or not renewable now: a new session replaces it.
-	}
+// sharedStore is the shared sessions as sharedlease sees them, bucketed by
+// requested TTL.
+type sharedStore struct{ ss *sharedSessions }
+
+func (st sharedStore) Current(ttl time.Duration) (*session, error) { return st.ss.current(ttl) }
+
+func (st sharedStore) Clock(s *session) (time.Time, time.Duration) { return s.state() }
+
+func (st sharedStore) Use(s *session) bool { return s.use() }
+
+// Refresh sweeps and renews s. A session found gone is marked dead (see
+// gone), so Use refuses it and a new one replaces it.
+func (st sharedStore) Refresh(ctx context.Context, s *session) error {
+	_, _, err := st.ss.d.renewShared(ctx, s)
+	return err
+}
+
+// Replace creates a new shared session of ttl and makes it current; old,
+// if any, is destroyed once unused.
+func (st sharedStore) Replace(ctx context.Context, ttl time.Duration, _ *session) (*session, error) {
+	ss := st.ss
 	ns, err := ss.d.createSession(ctx, ttl)
 	if err != nil {
 		return nil, err
@@ -120,12 +99,6 @@ func (ss *sharedSessions) fresh(ctx context.Context, ttl time.Duration, s *sessi
 		ss.retireIfUnused(old)
 	}
 	return ns, nil
-}
-
-// age is the part of its TTL the session has used since its last renewal.
-func (s *session) age() float64 {
-	since, ttl := s.state()
-	return float64(time.Since(since)) / float64(ttl)
 }
 
 // use counts one more user of s, unless s is gone.
@@ -150,7 +123,7 @@ func (ss *sharedSessions) put(s *session) {
 // track records that h, on s, is valid until until.
 func (s *session) track(h *hold, until time.Time) {
 	s.mu.Lock()
-	s.holds[h] = until
+	sharedlease.Holds[*hold](s.holds).Track(h, until)
 	s.mu.Unlock()
 }
 
@@ -159,11 +132,7 @@ func (s *session) track(h *hold, until time.Time) {
 func (s *session) extend(h *hold, until time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.holds[h]; !ok {
-		return false
-	}
-	s.holds[h] = until
-	return true
+	return sharedlease.Holds[*hold](s.holds).Extend(h, until)
 }
 
 // untrack ends h's use of s (released, or lost and released). It reports
@@ -171,9 +140,8 @@ func (s *session) extend(h *hold, until time.Time) bool {
 func (ss *sharedSessions) untrack(h *hold) bool {
 	s := h.s
 	s.mu.Lock()
-	_, ok := s.holds[h]
+	ok := sharedlease.Holds[*hold](s.holds).Untrack(h)
 	if ok {
-		delete(s.holds, h)
 		s.refs--
 	}
 	s.mu.Unlock()
@@ -223,18 +191,12 @@ func (ss *sharedSessions) gone(s *session) {
 }
 
 // expired returns the holds on s whose own validity has ended at now, and
-// forgets them.
+// forgets them (see sharedlease.Holds.Expired).
 func (s *session) expired(now time.Time) []*hold {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []*hold
-	for h, until := range s.holds {
-		if !now.Before(until) {
-			out = append(out, h)
-			delete(s.holds, h)
-			s.refs--
-		}
-	}
+	out := sharedlease.Holds[*hold](s.holds).Expired(now)
+	s.refs -= len(out)
 	return out
 }
 

@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/sharedlease"
 )
 
 // maxIdle bounds the idle leases a Locker keeps per TTL. Leases beyond it
@@ -36,7 +37,7 @@ type lease struct {
 	pend  extension     // the last keepalive, not confirmed yet
 	// shared: the holds on it, each with the instant its own validity
 	// would have ended on a lease of its own (see sweep).
-	holds map[*hold]time.Time
+	holds sharedlease.Holds[*hold]
 	// shared: the last keepalive round, in flight or over (see refresh).
 	round *keepRound
 }
@@ -64,9 +65,9 @@ func (r *keepRound) over() bool {
 func (l *lease) track(h *hold, until time.Time) {
 	l.mu.Lock()
 	if l.holds == nil {
-		l.holds = map[*hold]time.Time{}
+		l.holds = sharedlease.Holds[*hold]{}
 	}
-	l.holds[h] = until
+	l.holds.Track(h, until)
 	l.mu.Unlock()
 }
 
@@ -75,32 +76,22 @@ func (l *lease) track(h *hold, until time.Time) {
 func (l *lease) validity(h *hold) (time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	until, ok := l.holds[h]
-	return until, ok
+	return l.holds.Validity(h)
 }
 
 // untrack forgets h (released or lost).
 func (l *lease) untrack(h *hold) {
 	l.mu.Lock()
-	delete(l.holds, h)
+	l.holds.Untrack(h)
 	l.mu.Unlock()
 }
 
 // expired returns the holds on the shared lease l whose own validity has
-// ended at now, and forgets them: nobody renewed them in time (their owner
-// stopped renewing, with autorenew off or a watchdog that gave up), and
-// on a lease of their own they would have expired on the server.
+// ended at now, and forgets them (see sharedlease.Holds.Expired).
 func (l *lease) expired(now time.Time) []*hold {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []*hold
-	for h, until := range l.holds {
-		if !now.Before(until) {
-			out = append(out, h)
-			delete(l.holds, h)
-		}
-	}
-	return out
+	return l.holds.Expired(now)
 }
 
 // extension is a keepalive answered in raft term term.
@@ -174,10 +165,10 @@ func (l *lease) confirm(term uint64) bool {
 //
 // Shared (the default): one lease per TTL backs every entry of the Locker
 // with that TTL, so many holds cost one keepalive per renewal interval
-// (RenewBatch). A shared lease that ends deletes every entry on it; each
-// of their holds is lost on its own (the loss watch sees each deletion).
-// A shared lease whose renewal is due is kept alive before it backs a new
-// entry, and one about to expire, or found gone, is replaced by a new one.
+// (RenewBatch), under the policy of package sharedlease (reuse, refresh
+// or replace, one grant at a time, sweep). A shared lease that ends
+// deletes every entry on it; each of their holds is lost on its own (the
+// loss watch sees each deletion).
 //
 // Per hold (Config.LeasePerHold): a lease backs one entry at a time and is
 // reused by later entries once released.
@@ -191,7 +182,7 @@ type leasePool struct {
 	// sweep runs before every keepalive of a shared lease (drv.sweep).
 	sweep func(*lease)
 
-	grantMu sync.Mutex // one shared-lease refresh or grant at a time
+	sharedPool *sharedlease.Pool[int64, *lease]
 
 	mu       sync.Mutex
 	idle     map[int64][]*lease
@@ -199,60 +190,55 @@ type leasePool struct {
 }
 
 func newLeasePool(cli *clientv3.Client, shared bool) *leasePool {
-	return &leasePool{cli: cli, shared: shared, idle: map[int64][]*lease{}, sharedBy: map[int64]*lease{}}
+	p := &leasePool{cli: cli, shared: shared, idle: map[int64][]*lease{}, sharedBy: map[int64]*lease{}}
+	p.sharedPool = sharedlease.New[int64, *lease](sharedStore{p})
+	return p
 }
 
 // getShared returns the shared lease of ttl, counting one more entry on
 // it.
 func (p *leasePool) getShared(ctx context.Context, ttl time.Duration) (*lease, error) {
-	want := seconds(ttl)
-	for {
-		p.mu.Lock()
-		l := p.sharedBy[want]
-		if l != nil {
-			if since, lt := l.state(); time.Since(since) < lt/3 {
-				l.refs++
-				p.mu.Unlock()
-				return l, nil
-			}
-		}
-		p.mu.Unlock()
-		p.grantMu.Lock()
-		p.mu.Lock()
-		cur := p.sharedBy[want]
-		p.mu.Unlock()
-		if cur != l {
-			p.grantMu.Unlock()
-			continue // another caller refreshed or replaced it meanwhile
-		}
-		if l != nil {
-			if since, lt := l.state(); time.Since(since) < lt*3/4 {
-				_, err := p.refresh(ctx, l, time.Now())
-				if err == nil {
-					p.mu.Lock()
-					l.refs++
-					p.mu.Unlock()
-					p.grantMu.Unlock()
-					return l, nil
-				}
-				if ctx.Err() != nil {
-					p.grantMu.Unlock()
-					return nil, err
-				}
-			}
-		}
-		nl, err := p.grant(ctx, want)
-		if err != nil {
-			p.grantMu.Unlock()
-			return nil, err
-		}
-		nl.shared, nl.refs = true, 1
-		p.mu.Lock()
-		p.sharedBy[want] = nl
-		p.mu.Unlock()
-		p.grantMu.Unlock()
-		return nl, nil
+	return p.sharedPool.Get(ctx, seconds(ttl))
+}
+
+// sharedStore is the leasePool's shared leases as sharedlease sees them,
+// bucketed by TTL in seconds.
+type sharedStore struct{ p *leasePool }
+
+func (s sharedStore) Current(want int64) (*lease, error) {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	return s.p.sharedBy[want], nil
+}
+
+func (s sharedStore) Clock(l *lease) (time.Time, time.Duration) { return l.state() }
+
+func (s sharedStore) Use(l *lease) bool {
+	s.p.mu.Lock()
+	l.refs++
+	s.p.mu.Unlock()
+	return true
+}
+
+// Refresh keeps l alive with a confirmed keepalive; the keepalive sweeps
+// l first (see keepAlive).
+func (s sharedStore) Refresh(ctx context.Context, l *lease) error {
+	_, err := s.p.refresh(ctx, l, time.Now())
+	return err
+}
+
+// Replace grants a new shared lease of want seconds. The one it replaces
+// goes on serving its entries: they are renewed through it.
+func (s sharedStore) Replace(ctx context.Context, want int64, _ *lease) (*lease, error) {
+	nl, err := s.p.grant(ctx, want)
+	if err != nil {
+		return nil, err
 	}
+	nl.shared, nl.refs = true, 1
+	s.p.mu.Lock()
+	s.p.sharedBy[want] = nl
+	s.p.mu.Unlock()
+	return nl, nil
 }
 
 // refresh keeps the shared lease l alive with a keepalive sent no earlier
@@ -371,11 +357,11 @@ func (p *leasePool) get(ctx context.Context, ttl time.Duration) (*lease, error) 
 			break
 		}
 		since, lt := l.state()
-		age := time.Since(since)
-		if age < lt/3 {
+		now := time.Now()
+		if sharedlease.Fresh(since, lt, now) {
 			return l, nil
 		}
-		if age < lt*3/4 {
+		if sharedlease.Renewable(since, lt, now) {
 			if err := p.keepAlive(ctx, l); err == nil {
 				return l, nil
 			} else if ctx.Err() != nil {
@@ -425,8 +411,7 @@ func (p *leasePool) put(l *lease) {
 		p.mu.Unlock()
 		return
 	}
-	since, lt := l.state()
-	if time.Since(since) >= lt*3/4 {
+	if since, lt := l.state(); !sharedlease.Renewable(since, lt, time.Now()) {
 		return // about to expire: not worth keeping
 	}
 	p.mu.Lock()
