@@ -81,7 +81,17 @@ func NewGo(ctx context.Context, ws *Workspace, proxyDir, modCache string) (*Go, 
 	if env.GONOSUMDB != "" {
 		nosum = env.GONOSUMDB + "," + nosum
 	}
+	// The workspace's modules are written into modCache again at each
+	// run, under the same version and so the same directory, with new
+	// contents; the go command's index of module-cache directories
+	// (kept in GOCACHE, keyed by directory, since a module version never
+	// changes) would otherwise describe the packages of an earlier run.
+	godebug := "goindex=0"
+	if v := os.Getenv("GODEBUG"); v != "" {
+		godebug = v + "," + godebug
+	}
 	set := map[string]string{
+		"GODEBUG":    godebug,
 		"GOWORK":     "off",
 		"GOPROXY":    strings.Join(proxies, ","),
 		"GOMODCACHE": modCache,
