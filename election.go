@@ -187,7 +187,7 @@ func (e *Election) announce(ctx context.Context, leader *Mutex, value string) er
 	stop := context.AfterFunc(doneContext(leader.Done()), cancel)
 	defer stop()
 	ended := func(err error) error {
-		if isClosed(leader.Done()) {
+		if isDone(leader.Done()) {
 			return fmt.Errorf("leadership ended while announcing it: %w", leader.Err())
 		}
 		return err
@@ -332,19 +332,16 @@ func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 	stop := context.AfterFunc(e.l.life, cancel)
 	// Registered with the Locker, so Close waits for the goroutine to end
 	// before it closes the driver.
-	e.l.mu.Lock()
-	if e.l.isClosed {
-		e.l.mu.Unlock()
+	done, err := e.l.background()
+	if err != nil {
 		stop()
 		cancel()
-		return nil, e.errorf("observe", ErrClosed)
+		return nil, e.errorf("observe", err)
 	}
-	e.l.wg.Add(1)
-	e.l.mu.Unlock()
 	fail := func(err error) (<-chan Leader, error) {
 		stop()
 		cancel()
-		e.l.wg.Done()
+		done()
 		if closedDuring(octx) || e.l.checkOpen() != nil {
 			err = ErrClosed
 		}
@@ -363,7 +360,7 @@ func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 	out := make(chan Leader, 1)
 	o := &observer{e: e, ctx: octx, w: w, out: out, base: base}
 	go func() {
-		defer e.l.wg.Done()
+		defer done()
 		defer cancel()
 		defer stop()
 		defer close(out)
@@ -421,7 +418,7 @@ func (o *observer) run() {
 			if o.ctx.Err() != nil {
 				return
 			}
-			backoff = min(max(2*backoff, ttl/20, time.Millisecond), ttl)
+			backoff = min(max(2*backoff, driver.RetryInterval(ttl), time.Millisecond), ttl)
 			t := time.NewTimer(backoff)
 			woke, _ := wait(o, t.C)
 			t.Stop()
@@ -521,15 +518,6 @@ type closedWatch struct{}
 func (closedWatch) Changed() <-chan struct{} { return closedChan }
 func (closedWatch) Close() error             { return nil }
 
-func isClosed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
-}
-
 // doneContext is a context that ends when done is closed.
 func doneContext(done <-chan struct{}) context.Context { return chanContext(done) }
 
@@ -538,7 +526,7 @@ type chanContext <-chan struct{}
 func (c chanContext) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (c chanContext) Done() <-chan struct{}       { return c }
 func (c chanContext) Err() error {
-	if isClosed(c) {
+	if isDone(c) {
 		return context.Canceled
 	}
 	return nil

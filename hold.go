@@ -17,7 +17,7 @@ import (
 //
 // The watchdog is an entry in the scheduler's heap, not a goroutine or a
 // timer: the scheduler looks at the hold at its next renewal (about every
-// TTL/3, when auto-renew is on) or at lossAt, whichever comes first. Only
+// driver.RenewInterval, when auto-renew is on) or at lossAt, whichever comes first. Only
 // drivers that report loss themselves (Hold.Lost) without implementing
 // driver.LossNotifier cost a goroutine, to wait on that channel.
 type hold struct {
@@ -106,14 +106,14 @@ func (h *hold) setLease(sent time.Time, ttl time.Duration) {
 		ttl = h.m.opts.ttl
 	}
 	h.lease = Lease{Token: Token(h.dh.Token), TTL: ttl, Expires: sent.Add(ttl - drift(ttl))}
-	h.renewAt = h.sched.align(sent.Add(ttl/3), ttl)
+	h.renewAt = h.sched.align(sent.Add(driver.RenewInterval(ttl)), ttl)
 }
 
 // lossAt is when the watchdog declares the hold lost if no renewal has
-// succeeded: a tenth of the TTL before the validity window closes, so that
+// succeeded: driver.LossMargin before the validity window closes, so that
 // Done is closed while the lease still runs on the server.
 func (h *hold) lossAt() time.Time {
-	return h.lease.Expires.Add(-h.lease.TTL / 10)
+	return h.lease.Expires.Add(-driver.LossMargin(h.lease.TTL))
 }
 
 // nextWake is when the watchdog must look again. h.mu held.
@@ -162,11 +162,13 @@ func (h *hold) setCause(err error) {
 	h.mu.Unlock()
 }
 
-// checkClock declares the hold lost if its validity window has run down to
-// the loss margin, whether or not the watchdog's timer has fired: timers
-// fire late after a pause (SIGSTOP, a long GC, a suspended VM), the
-// monotonic clock does not. It reports whether the hold has ended.
-func (h *hold) checkClock() (ended bool) {
+// ended reports whether the hold has ended (by Unlock, Close or loss),
+// first declaring it lost if its validity window has run down to the loss
+// margin, whether or not the watchdog's timer has fired: timers fire late
+// after a pause (SIGSTOP, a long GC, a suspended VM), the monotonic clock
+// does not. Called for that alone, its result unused, it makes the hold's
+// state current.
+func (h *hold) ended() bool {
 	h.mu.Lock()
 	if h.isEnded {
 		h.mu.Unlock()
@@ -381,7 +383,7 @@ func (h *hold) flightDone(err error, ran bool) {
 	}
 	if ran && err != nil && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrNotHeld) {
 		// Transient: try again soon, until lossAt gives up.
-		h.renewAt = time.Now().Add(max(h.lease.TTL/20, 10*time.Millisecond))
+		h.renewAt = time.Now().Add(max(driver.RetryInterval(h.lease.TTL), 10*time.Millisecond))
 	}
 	if !h.isEnded {
 		h.sched.schedule(h, h.nextWake())
@@ -415,7 +417,7 @@ func (h *hold) observedRenew(ctx context.Context, watchdog bool) error {
 // renew extends the lease. A renewal that comes back after the hold was
 // declared lost does not revive it.
 func (h *hold) renew(ctx context.Context) error {
-	if h.checkClock() {
+	if h.ended() {
 		return h.settled()
 	}
 	h.mu.Lock()

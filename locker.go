@@ -206,6 +206,20 @@ func (l *Locker) track(h *hold) error {
 	return nil
 }
 
+// background registers a goroutine that Close waits for before it closes
+// the driver (an Election's observer). It fails with ErrClosed once Close
+// has begun; otherwise the caller calls done exactly once: when the
+// goroutine ends, or when it gives up before starting it.
+func (l *Locker) background() (done func(), err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.isClosed {
+		return nil, ErrClosed
+	}
+	l.wg.Add(1)
+	return l.wg.Done, nil
+}
+
 func (l *Locker) untrack(h *hold) {
 	l.mu.Lock()
 	delete(l.holds, h)

@@ -378,6 +378,7 @@ func (mm *MultiMutex) checkKeys(h *multiHold) (ended bool) {
 	return false
 }
 
+// isDone reports whether c is closed, without waiting.
 func isDone(c <-chan struct{}) bool {
 	select {
 	case <-c:

@@ -80,7 +80,7 @@ func (m *Mutex) current() *hold {
 // first: a hold whose validity window has run out is declared lost here,
 // whether or not the watchdog's timer has fired yet.
 func (m *Mutex) live() *hold {
-	if h := m.current(); h != nil && !h.checkClock() {
+	if h := m.current(); h != nil && !h.ended() {
 		return h
 	}
 	return nil
@@ -108,7 +108,7 @@ func (m *Mutex) Lease() Lease {
 // notification; check Lease().Valid() before acting.
 func (m *Mutex) Done() <-chan struct{} {
 	if h := m.current(); h != nil {
-		h.checkClock()
+		h.ended() // a window that ran out is a loss, timer or not
 		return h.done
 	}
 	return closedChan
@@ -126,7 +126,7 @@ func (m *Mutex) Err() error {
 	if h == nil {
 		return last
 	}
-	h.checkClock()
+	h.ended() // a window that ran out is a loss, timer or not
 	return h.endCause()
 }
 
@@ -142,7 +142,7 @@ func (m *Mutex) settle(ctx context.Context) error {
 	if h == nil {
 		return nil
 	}
-	if !h.checkClock() {
+	if !h.ended() {
 		return ErrAlreadyHeld
 	}
 	if err := m.release(ctx, h, nil); err != nil && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrNotHeld) {
@@ -479,7 +479,7 @@ func (m *Mutex) unlock(ctx context.Context) error {
 	if h == nil {
 		return m.errorf("unlock", ErrNotHeld)
 	}
-	h.checkClock() // a window that ran out while no timer fired is a loss too
+	h.ended() // a window that ran out while no timer fired is a loss too
 	return m.finishCall("unlock", ctx, m.release(ctx, h, ErrUnlocked))
 }
 

@@ -79,10 +79,10 @@ func (o options) withinLimits(lim driver.Limits) options {
 }
 
 // WithAutoRenew turns the renewal watchdog on (the default) or off. With it
-// on, a hold is renewed about every TTL/3 until Unlock; when renewals keep
-// failing, Done is closed before the lease can expire. With it off, the
-// holder must call Renew itself, and Done closes when the validity window
-// ends. URL parameter: autorenew=false.
+// on, a hold is renewed about every TTL/3 (driver.RenewInterval) until
+// Unlock; when renewals keep failing, Done is closed before the lease can
+// expire. With it off, the holder must call Renew itself, and Done closes
+// when the validity window ends. URL parameter: autorenew=false.
 func WithAutoRenew(on bool) Option { return func(o *options) { o.autoRenew = on } }
 
 func (o options) validate(lim driver.Limits) error {

@@ -181,10 +181,11 @@ func TestStaleGrantIsNotAcquired(t *testing.T) {
 
 // A renewal failure that heals within the window costs nothing.
 func TestWatchdogSurvivesTransientFailure(t *testing.T) {
-	f, l := newFaulty(t, memory.NewStore(), dlock.WithTTL(600*time.Millisecond))
+	const ttl = 600 * time.Millisecond
+	f, l := newFaulty(t, memory.NewStore(), dlock.WithTTL(ttl))
 	m := lockNew(t, l, "k")
 	f.failRenew.Store(true)
-	time.Sleep(250 * time.Millisecond) // the first renewal (at TTL/3) fails
+	time.Sleep(driver.RenewInterval(ttl) + 50*time.Millisecond) // the first renewal fails
 	f.failRenew.Store(false)
 	time.Sleep(1500 * time.Millisecond)
 	select {

@@ -84,15 +84,16 @@ func newScheduler(l *Locker) *scheduler {
 func (s *scheduler) since(t time.Time) int64 { return int64(t.Sub(s.epoch)) }
 
 // align moves a renewal time at to the nearest point of the Locker's grid
-// of step ttl/12 (at most a twenty-fourth of the lease early or late), so
-// that holds of one TTL that were granted or renewed within the same step
-// fall due at the same instant and are renewed in one pass, in one batch.
+// of step driver.RenewGridStep(ttl) (at most a twenty-fourth of the lease
+// early or late), so that holds of one TTL that were granted or renewed
+// within the same step fall due at the same instant and are renewed in one
+// pass, in one batch.
 // The nearest point, not the one before: moving every renewal early
 // shortened the interval between renewals of a hold from a third of its
 // lease to 7/24 on average, one renewal in eight more than the watchdog
 // asks for, which a Locker with many holds at a short TTL pays in full.
 func (s *scheduler) align(at time.Time, ttl time.Duration) time.Time {
-	step := ttl / 12
+	step := driver.RenewGridStep(ttl)
 	if step <= 0 {
 		return at
 	}
@@ -290,7 +291,7 @@ func (s *scheduler) loseWork() {
 		s.lost = s.lost[n:]
 		s.mu.Unlock()
 		for _, h := range chunk {
-			h.checkClock()
+			h.ended() // declares it lost: its window ran out
 		}
 	}
 }
@@ -322,7 +323,7 @@ func (s *scheduler) renewBatch(hs []*hold) {
 	live := hs[:0:0]
 	var deadline time.Time
 	for _, h := range hs {
-		if h.checkClock() {
+		if h.ended() {
 			h.flightDone(nil, false)
 			continue
 		}

@@ -3,17 +3,19 @@ package dlock
 import (
 	"testing"
 	"time"
+
+	"github.com/dlock-go/dlock/driver"
 )
 
-// align moves a renewal time to the nearest point of the TTL/12 grid, so
-// that a hold is renewed once per TTL/3 on average: moving every renewal
+// align moves a renewal time to the nearest point of the RenewGridStep grid,
+// so that a hold is renewed once per RenewInterval on average: moving every renewal
 // back to the point before made the interval 7/24 of the lease on average,
 // one renewal in eight more than the watchdog asks for.
 func TestAlignMovesToTheNearestGridPoint(t *testing.T) {
 	epoch := time.Now()
 	s := &scheduler{epoch: epoch}
 	const ttl = 1200 * time.Millisecond // a step of 100ms
-	step := ttl / 12
+	step := driver.RenewGridStep(ttl)
 	var sum time.Duration
 	const n = 1000
 	for i := range n {

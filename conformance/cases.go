@@ -264,7 +264,8 @@ func (s *suite) expiry(t *testing.T) {
 	}
 }
 
-// Case 6: explicit Renew every TTL/3 keeps the lock for at least 3*TTL.
+// Case 6: explicit Renew every driver.RenewInterval (TTL/3) keeps the lock
+// for at least 3*TTL.
 func (s *suite) renew(t *testing.T) {
 	l1, l2 := s.locker(t), s.locker(t)
 	key := s.key(t, "k")
@@ -277,7 +278,7 @@ func (s *suite) renew(t *testing.T) {
 	prev := m.Lease().Expires
 	end := time.Now().Add(3 * ttl)
 	for time.Now().Before(end) {
-		time.Sleep(ttl / 3)
+		time.Sleep(driver.RenewInterval(ttl))
 		if err := m.Renew(ctxFor(t, 10*time.Second)); err != nil {
 			t.Fatalf("Renew: %v", err)
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // The cases of this file check the portable contract that must not change
@@ -317,7 +318,7 @@ func (s *suite) locksAfterLoss(t *testing.T) {
 		t.Fatalf("Lock: %v", err)
 	}
 	// A short TTL: a backend that does not report losses itself notices
-	// at the next renewal, a third of the TTL later.
+	// at the next renewal, driver.RenewInterval later.
 	m := mustMutex(t, l, key, dlock.WithTTL(ttl))
 	results := make(chan error, 2)
 	for i := 0; i < 2; i++ {
@@ -478,11 +479,13 @@ func (s *suite) pausedHold(t *testing.T) {
 				if dl, ok := ctx.Deadline(); !ok || !dl.Equal(exp) {
 					return fmt.Errorf("the Deadline of Do's context = %v, %v; want the lease's end %v", dl, ok, exp)
 				}
-				// Sleep until shortly before the watchdog's moment (a tenth of
-				// the TTL before Expires), then be stopped until after Expires.
-				freezeAt := exp.Add(-ttl/10 - 150*time.Millisecond)
+				// Sleep until shortly before the watchdog's moment
+				// (driver.LossMargin before Expires), then be stopped until
+				// after Expires.
+				margin := driver.LossMargin(ttl)
+				freezeAt := exp.Add(-margin - 150*time.Millisecond)
 				time.Sleep(time.Until(freezeAt))
-				if time.Until(exp) < ttl/10+20*time.Millisecond {
+				if time.Until(exp) < margin+20*time.Millisecond {
 					return nil // woke too late (a loaded machine): try again
 				}
 				pause := time.Until(exp) + 50*time.Millisecond

@@ -212,7 +212,7 @@ func (s *suite) breakHold(t *testing.T) {
 	key := s.key(t, "k")
 	ttl := s.h.ttl()
 	ctx := ctxFor(t, 2*time.Minute)
-	m := mustMutex(t, l1, key, dlock.WithTTL(ttl)) // auto-renewed every TTL/3
+	m := mustMutex(t, l1, key, dlock.WithTTL(ttl)) // auto-renewed every driver.RenewInterval
 	if err := m.Lock(ctx); err != nil {
 		t.Fatalf("Lock: %v", err)
 	}
@@ -246,7 +246,8 @@ func (s *suite) breakHold(t *testing.T) {
 	if !info.Held || info.Token != token || info.Owner != owner {
 		t.Fatalf("Break returned %+v; want the broken hold (token %d, owner %q)", info, token, owner)
 	}
-	// The holder's next renewal, at most TTL/3 away, finds the lock gone.
+	// The holder's next renewal, at most driver.RenewInterval away, finds the
+	// lock gone.
 	// The bound is generous: it catches a hang, not a slow renewal.
 	select {
 	case <-m.Done():

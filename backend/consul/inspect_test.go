@@ -57,7 +57,7 @@ func TestBreakUnmonitored(t *testing.T) {
 	select {
 	case <-m.Done():
 		t.Logf("unmonitored holder noticed the break after %v", time.Since(broken))
-	case <-time.After(ttl + 30*time.Second): // a hang bound: renewal is every TTL/3
+	case <-time.After(ttl + 30*time.Second): // a hang bound: renewal is every driver.RenewInterval
 		t.Fatal("unmonitored holder's Done still open after Break")
 	}
 	if !errors.Is(m.Err(), dlock.ErrLockLost) {

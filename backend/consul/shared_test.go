@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // countingTransport counts the session renewals and transactions a client
@@ -115,8 +116,8 @@ func TestSharedSessionOneRenewalPerRound(t *testing.T) {
 		first[i] = m.Lease().Expires
 	}
 	r0, x0 := ct.renews.Load(), ct.txns.Load()
-	// Renewals fall due a third of the TTL after each hold's last one.
-	time.Sleep(2*MinTTL/3 + 1500*time.Millisecond)
+	// Renewals fall due driver.RenewInterval after each hold's last one.
+	time.Sleep(2*driver.RenewInterval(MinTTL) + 1500*time.Millisecond)
 	renews, txns := ct.renews.Load()-r0, ct.txns.Load()-x0
 	for i, m := range ms {
 		select {

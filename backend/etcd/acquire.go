@@ -281,7 +281,7 @@ func (d *drv) wait(ctx context.Context, h *hold, pred incarnation) (own keyWatch
 				watchOwn = true
 				own = d.watchDelete(h.ctx, h.key, clientv3.WithRev(ownFrom))
 			case <-ka.C:
-				kctx, cancel := context.WithTimeout(ctx, max(h.ttl()/3, time.Second))
+				kctx, cancel := context.WithTimeout(ctx, max(driver.RenewInterval(h.ttl()), time.Second))
 				err := d.keepWaiterAlive(kctx, h.lease)
 				cancel()
 				switch {
@@ -292,7 +292,7 @@ func (d *drv) wait(ctx context.Context, h *hold, pred incarnation) (own keyWatch
 				case ctx.Err() != nil:
 					return own, ctx.Err()
 				default: // transient: the own-entry watch tells if it expires
-					ka.Reset(max(h.ttl()/20, 50*time.Millisecond))
+					ka.Reset(max(driver.RetryInterval(h.ttl()), 50*time.Millisecond))
 				}
 			case <-ctx.Done():
 				return own, ctx.Err()
@@ -381,12 +381,12 @@ func (d *drv) refresh(ctx context.Context, h *hold) error {
 	return mapErr(ctx, err)
 }
 
-// keepAliveDelay is how long until l should be kept alive: a third of its
-// TTL after the last keepalive (confirmed or not, so that an unconfirmed
+// keepAliveDelay is how long until l should be kept alive:
+// driver.RenewInterval after the last keepalive (confirmed or not, so that an unconfirmed
 // one is not sent again at once).
 func keepAliveDelay(l *lease) time.Duration {
 	_, ttl := l.state()
-	return max(time.Until(l.lastSent().Add(ttl/3)), 0)
+	return max(time.Until(l.lastSent().Add(driver.RenewInterval(ttl))), 0)
 }
 
 // abandon removes a waiter's entry after its wait failed. The caller's

@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // commandCalls is the number of commands the server has run (INFO
@@ -249,7 +250,7 @@ func lockAsync(ctx context.Context, t *testing.T, m *dlock.Mutex) <-chan time.Ti
 
 // A waiter handed the lock by a release gets about a whole lease, counted
 // from the grant, not from its last refused attempt (up to a refresh
-// interval, TTL/3, earlier): on a link with a long round trip, a window
+// interval, driver.RenewInterval, earlier): on a link with a long round trip, a window
 // that short left too little time for the first renewal to return.
 func TestGrantedHoldHasAWholeLease(t *testing.T) {
 	eachTopology(t, func(t *testing.T, endpoint string) {
@@ -275,7 +276,7 @@ func TestGrantedHoldHasAWholeLease(t *testing.T) {
 		got := lockAsync(ctx, t, wm)
 		waitWaiters(ctx, t, holder, key, 1)
 		// Most of a refresh interval after the waiter's attempt ran.
-		time.Sleep(ttl / 3 * 3 / 4)
+		time.Sleep(driver.RenewInterval(ttl) * 3 / 4)
 		if err := hm.Unlock(ctx); err != nil {
 			t.Fatalf("Unlock: %v", err)
 		}

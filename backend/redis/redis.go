@@ -298,7 +298,7 @@ func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.H
 		return driver.Hold{}, err
 	}
 	st := d.newState(req)
-	refresh := max(time.Duration(st.ttlMs)*time.Millisecond/3, time.Millisecond)
+	refresh := max(driver.RenewInterval(time.Duration(st.ttlMs)*time.Millisecond), time.Millisecond)
 	// A channel still subscribed (a key contended a moment ago) is joined
 	// before the first attempt: no release after it can be missed, and no
 	// SUBSCRIBE is needed.

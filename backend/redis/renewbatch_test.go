@@ -111,7 +111,8 @@ func TestRenewalsArePipelined(t *testing.T) {
 		c, rts := countedClient(t, raw)
 		ctx := context.Background()
 		g0 := runtime.NumGoroutine()
-		l, err := New(ctx, c, Config{Prefix: testPrefix}, dlock.WithTTL(3*time.Second))
+		const ttl = 3 * time.Second
+		l, err := New(ctx, c, Config{Prefix: testPrefix}, dlock.WithTTL(ttl))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,9 +126,9 @@ func TestRenewalsArePipelined(t *testing.T) {
 			first[i] = m.Lease().Expires
 		}
 		r0 := rts.Load()
-		// Two renewal intervals (TTL/3 each) and a bit: every hold is
-		// renewed at least once, most twice.
-		time.Sleep(2*time.Second + 300*time.Millisecond)
+		// Two renewal intervals and a bit: every hold is renewed at least
+		// once, most twice.
+		time.Sleep(2*driver.RenewInterval(ttl) + 300*time.Millisecond)
 		used := rts.Load() - r0
 		for i, m := range ms {
 			select {

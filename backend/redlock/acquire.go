@@ -143,7 +143,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 		if kw != nil && errors.As(err, &held) {
 			// The next attempt refreshes the member's entries before they
 			// run out, one lease after this one.
-			held.Remaining = min(held.Remaining, max(ttl/3, time.Millisecond))
+			held.Remaining = min(held.Remaining, max(driver.RenewInterval(ttl), time.Millisecond))
 		}
 		return driver.Hold{}, err
 	}

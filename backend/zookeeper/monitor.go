@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/dlock-go/dlock/driver"
 )
 
 // monitor decides, for one connection, when its holds must be given up
@@ -55,8 +57,9 @@ const maxBeating = 3
 func beatEvery(T time.Duration) time.Duration { return T / 10 }
 
 // lossAfter is how long after the last confirmed instant the holds are
-// given up: half the session timeout, less drift (see monitor).
-func lossAfter(T time.Duration) time.Duration { return T/2 - drift(T) }
+// given up: half the session timeout, less the portable layer's drift
+// allowance, driver.DriftAllowance (see monitor).
+func lossAfter(T time.Duration) time.Duration { return T/2 - driver.DriftAllowance(T) }
 
 func newMonitor(d *zkDriver) *monitor {
 	return &monitor{d: d, kick: make(chan struct{}, 1), holds: map[*zkHold]struct{}{}}
@@ -115,10 +118,6 @@ func (m *monitor) confirmedAt(sid int64, since time.Time) time.Time {
 	}
 	return since
 }
-
-// drift allows for the server's clock running faster than ours, as the
-// portable layer does for leases: 1% plus 2ms.
-func drift(d time.Duration) time.Duration { return d/100 + 2*time.Millisecond }
 
 func (m *monitor) run() {
 	defer m.d.wg.Done()
@@ -216,7 +215,7 @@ func (m *monitor) heartbeat(sid int64, T time.Duration) {
 	if err == nil && m.d.conn.SessionID() == sid {
 		m.confirmLocked(sid, sent)
 	} else {
-		m.nextBeat = time.Now().Add(max(T/20, 10*time.Millisecond))
+		m.nextBeat = time.Now().Add(max(driver.RetryInterval(T), 10*time.Millisecond))
 	}
 	m.mu.Unlock()
 	m.poke()

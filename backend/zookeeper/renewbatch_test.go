@@ -14,6 +14,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // frameProxy forwards one client's connections to a server on loopback
@@ -147,9 +148,11 @@ func TestRenewRoundReadsNotEveryHold(t *testing.T) {
 	p := newFrameProxy(t, hosts(t, raw)[0])
 	_, l := lockerOn(t, "zk://"+p.addr()+testPrefix+"?session_timeout="+T.String())
 	ms := holdMany(t, l, n, "round")
-	// Two renewal rounds (every T/3), heartbeats (every T/10) and pings.
-	// One read per hold per round would be 2 requests per hold per round.
-	got := requestsOver(p, 2*T/3+T/6)
+	// Two renewal rounds (every driver.RenewInterval), heartbeats (every
+	// T/10) and pings. One read per hold per round would be 2 requests per
+	// hold per round.
+	round := driver.RenewInterval(T)
+	got := requestsOver(p, 2*round+round/2)
 	t.Logf("%d requests over two renewal rounds of %d holds", got, n)
 	if got >= n/2 {
 		t.Fatalf("%d requests over two renewal rounds of %d holds; want fewer than %d", got, n, n/2)
@@ -161,7 +164,7 @@ func TestRenewRoundReadsNotEveryHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitClosed(t, victim.Done(), T, "the hold whose node was deleted ends")
-	time.Sleep(2 * T / 3)
+	time.Sleep(2 * round)
 	allHeld(t, ms, n/2)
 	for i, m := range ms {
 		if i != n/2 {
@@ -190,9 +193,10 @@ func TestRenewRoundAfterReconnectReadsEachHoldOnce(t *testing.T) {
 	eventually(t, T/2, "the client reconnects", func() bool {
 		return d.nodes.current() != e && d.conn.State() == zk.StateHasSession
 	})
-	time.Sleep(T/3 + T/6)
+	round := driver.RenewInterval(T)
+	time.Sleep(round + round/2)
 	first := p.frames.Load() - f0
-	next := requestsOver(p, 2*T/3)
+	next := requestsOver(p, 2*round)
 	if d.conn.SessionID() != sid {
 		t.Fatalf("session 0x%x after the reconnection; want 0x%x", d.conn.SessionID(), sid)
 	}

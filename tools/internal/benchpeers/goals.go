@@ -8,21 +8,21 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // The systems the goals of issue 22 name.
 const (
-	sysBare         = "bare SET NX PX spin lock, 10 ms retry"
-	sysFenced       = "fenced SET NX PX spin lock (INCR token), 10 ms retry"
-	sysRedis        = "dlock redis://"
-	sysRedsyncRL    = "redsync Redlock (5 masters)"
-	sysRedlock      = "dlock redlock:// (5 masters)"
-	sysEtcdMutex    = "etcd concurrency.Mutex"
-	sysEtcd         = "dlock etcd://"
-	sysZKLock       = "go-zookeeper zk.Lock"
-	sysZK           = "dlock zk://"
-	contendedGoalN  = 8
-	manyHoldsPerTTL = 3 // renewals fall due every TTL/3
+	sysBare        = "bare SET NX PX spin lock, 10 ms retry"
+	sysFenced      = "fenced SET NX PX spin lock (INCR token), 10 ms retry"
+	sysRedis       = "dlock redis://"
+	sysRedsyncRL   = "redsync Redlock (5 masters)"
+	sysRedlock     = "dlock redlock:// (5 masters)"
+	sysEtcdMutex   = "etcd concurrency.Mutex"
+	sysEtcd        = "dlock etcd://"
+	sysZKLock      = "go-zookeeper zk.Lock"
+	sysZK          = "dlock zk://"
+	contendedGoalN = 8
 )
 
 // goal is one checked target of issue 22. why, for a target this run did
@@ -312,7 +312,7 @@ func manyHolds(gs *goals, rs []Result, cores string) {
 		if r.Lost > 0 || r.Held < r.Holds {
 			if ttl := ttlOf(r); ttl > 0 {
 				need := fmt.Sprintf("%d holds at a %v TTL need %.0f renewals a second (each once per TTL/3)%s", r.Holds, ttl,
-					float64(r.Holds)/(ttl.Seconds()/manyHoldsPerTTL), renewalUnit(r.System))
+					float64(r.Holds)/driver.RenewInterval(ttl).Seconds(), renewalUnit(r.System))
 				if r.Lost > 0 {
 					w := fmt.Sprintf("%s; with the client and the servers on %s cores they fell behind, and %d holds ran out of lease.",
 						need, cores, r.Lost)
@@ -336,7 +336,7 @@ func manyHolds(gs *goals, rs []Result, cores string) {
 			w := "The heap per hold is over the limit."
 			if def := find(rs, ScenManyHolds, r.System, 0, "default"); def != nil && def != r && def.Held > 0 {
 				w = fmt.Sprintf("The heap is measured while all are held, renewals in flight included: at the default TTL the same "+
-					"holds cost %.0f B each; at a %v TTL every hold is renewed every %v.", def.HeapPerHold, ttlOf(r), ttlOf(r)/manyHoldsPerTTL)
+					"holds cost %.0f B each; at a %v TTL every hold is renewed every %v.", def.HeapPerHold, ttlOf(r), driver.RenewInterval(ttlOf(r)))
 			}
 			why = append(why, w)
 		}

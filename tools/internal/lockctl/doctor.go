@@ -139,11 +139,11 @@ func (d *doctor) clockSkew(id string, serverTime, before, after time.Time, res t
 func (d *doctor) roundTrip(id string, rtt time.Duration) {
 	summary := fmt.Sprintf("round trip %v against a lease of %v", roundDuration(rtt), d.ttl)
 	switch {
-	case rtt > d.ttl/3:
+	case rtt > driver.RenewInterval(d.ttl):
 		d.add(id, LevelBroken, summary,
 			"a renewal every TTL/3 cannot complete before the next one is due: holds are lost at once, and the validity window is mostly spent on the wire",
 			"use a longer TTL (?ttl=) or a backend closer to this host")
-	case rtt > d.ttl/10:
+	case rtt > driver.LossMargin(d.ttl):
 		d.add(id, LevelWarning, summary,
 			"more than a tenth of each lease goes to the round trip: the validity window shrinks by it, and a slow renewal risks loss",
 			"use a longer TTL (?ttl=) or a backend closer to this host")
