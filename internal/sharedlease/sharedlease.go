@@ -28,13 +28,17 @@ package sharedlease
 import (
 	"context"
 	"time"
+
+	"github.com/dlock-go/dlock/driver"
 )
 
 // Fresh reports whether a lease whose TTL ttl began to run at since is
-// young enough at now to back a new hold without a renewal: less than a
-// third of its TTL used.
+// young enough at now to back a new hold without a renewal: less of its
+// TTL used than the renewal interval (driver.RenewInterval), so that a hold
+// joining it is renewed with it at the lease's next renewal, not before
+// its own first renewal would have been due.
 func Fresh(since time.Time, ttl time.Duration, now time.Time) bool {
-	return now.Sub(since) < ttl/3
+	return now.Sub(since) < driver.RenewInterval(ttl)
 }
 
 // Renewable reports whether a lease whose TTL ttl began to run at since is
