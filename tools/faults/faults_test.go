@@ -90,6 +90,16 @@ var faultBackends = map[string]func(*testing.T) Backend{
 // of their own, in the failover cells (scenarios 12 and 13).
 var failoverOnly = []string{"redis-sentinel", "redis-cluster"}
 
+// A topology is either a backend of the matrix or run only in the failover
+// cells, never both: the matrix would disturb the failover cells' servers.
+func TestFailoverOnlyApart(t *testing.T) {
+	for _, name := range failoverOnly {
+		if _, ok := faultBackends[name]; ok {
+			t.Errorf("%s is both a matrix backend and a failover-only topology", name)
+		}
+	}
+}
+
 // TestFaults runs the matrix: scenario × backend.
 //
 // The cells run in four lanes side by side, each lane one cell at a
