@@ -51,7 +51,9 @@ package driver
 
 import (
 	"context"
+	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Request is one acquire attempt.
@@ -316,4 +318,19 @@ type Recorder interface {
 	// on Redlock), and reports whether one was deleted. A record with
 	// another value is left alone.
 	ClearRecord(ctx context.Context, key, value string) (bool, error)
+}
+
+// CheckRecord refuses a key or a value outside Recorder's rules: a key
+// that is empty or longer than MaxKeyLen bytes (an error wrapping
+// ErrInvalidKey), a value that is not valid UTF-8 of 1 to MaxRecordLen
+// bytes (ErrInvalidOption). Every driver's Record and ClearRecord call it
+// before anything else, so that every backend refuses the same records.
+func CheckRecord(key, value string) error {
+	if key == "" || len(key) > MaxKeyLen {
+		return fmt.Errorf("record: %w: key of %d bytes, want 1 to %d", ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	if value == "" || len(value) > MaxRecordLen || !utf8.ValidString(value) {
+		return fmt.Errorf("record: %w: value must be UTF-8 of 1 to %d bytes", ErrInvalidOption, MaxRecordLen)
+	}
+	return nil
 }
