@@ -176,20 +176,20 @@ func (s *suite) driverRecord(t *testing.T) {
 func (s *suite) driverRecordKeys(t *testing.T) {
 	_, r := s.recorder(t)
 	base := s.key(t, "")
-	suffixes := []string{"a/b", "a", "a/", "A", "..", "ключ", "{", "}", "{}", "a{b}c", "%7B", "\x00nul", "x:lock", "x:record", "sp ace", "\xff\xfe"}
-	keys := make([]string, 0, len(suffixes)+1)
+	suffixes := []string{"a/b", "a", "a/", "A", ".", "..", "/", "//", "ключ", "{", "}", "{}", "a{b}c", "%7B", "%2F", "\x00nul", "\x00\xff", "x:lock", "x:record", "sp ace"}
+	keys := make([]string, 0, len(suffixes)+2)
 	for _, k := range suffixes {
 		keys = append(keys, base+k)
 	}
 	long := base + strings.Repeat("k", driver.MaxKeyLen-len(base))
-	keys = append(keys, long)
+	keys = append(keys, long, base+strings.Repeat("/", driver.MaxKeyLen-len(base)))
+	value := func(i int) string { return fmt.Sprintf("v%d\x00", i) } // a NUL is valid UTF-8
 	for i, k := range keys {
-		v := fmt.Sprintf("v%d", i)
-		clearAfter(t, r, k, v)
-		mustRecord(t, r, k, v, v)
+		clearAfter(t, r, k, value(i))
+		mustRecord(t, r, k, value(i), value(i))
 	}
 	for i, k := range keys {
-		mustRecord(t, r, k, "other", fmt.Sprintf("v%d", i))
+		mustRecord(t, r, k, "other", value(i))
 	}
 	longValue := strings.Repeat("é", driver.MaxRecordLen/2)
 	lk := s.key(t, "long-value")
@@ -217,7 +217,7 @@ func (s *suite) driverRecordKeys(t *testing.T) {
 	clearAfter(t, r, bad, "good")
 	mustRecord(t, r, bad, "good", "good")
 	for i, k := range keys {
-		mustClear(t, r, k, fmt.Sprintf("v%d", i), true)
+		mustClear(t, r, k, value(i), true)
 	}
 }
 
