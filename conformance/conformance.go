@@ -243,17 +243,10 @@ func Run(t *testing.T, h Harness) {
 		{"HoldShapeElection", false, s.holdShapeElection},
 	}
 	// Leader election (election.go): serial, since they count goroutines
-	// and close Lockers.
-	for _, c := range s.electionCases() {
-		cases = append(cases, struct {
-			name     string
-			parallel bool
-			fn       func(t *testing.T)
-		}{c.name, false, c.fn})
-	}
-	// The driver-level contract (driver.go): serial, since they open and
-	// close drivers; the ones that wait on a lease run in parallel inside.
-	for _, c := range s.driverCases() {
+	// and close Lockers. The driver-level contract (driver.go): serial,
+	// since they open and close drivers; the ones that wait on a lease
+	// run in parallel inside.
+	for _, c := range append(s.electionCases(), s.driverCases()...) {
 		cases = append(cases, struct {
 			name     string
 			parallel bool
