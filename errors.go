@@ -32,10 +32,10 @@ var (
 	// deadlocking.
 	ErrAlreadyHeld = errors.New("dlock: mutex already holds the lock")
 	// ErrInvalidKey: an empty key, or one longer than driver.MaxKeyLen bytes.
-	ErrInvalidKey = errors.New("dlock: invalid key")
+	ErrInvalidKey = driver.ErrInvalidKey
 	// ErrInvalidOption: an option out of range (a TTL <= 0, or outside the
 	// backend's limits).
-	ErrInvalidOption = errors.New("dlock: invalid option")
+	ErrInvalidOption = driver.ErrInvalidOption
 
 	// ErrUnlocked: the hold ended because its owner unlocked it (Unlock, or
 	// Do returning). Mutex.Err reports it.

@@ -13,6 +13,9 @@
 //			NewLocker: func(ctx context.Context, opts ...dlock.Option) (*dlock.Locker, error) {
 //				return mybackend.New(ctx, endpoint, opts...)
 //			},
+//			NewDriver: func(ctx context.Context) (driver.Locker, error) {
+//				return mybackend.OpenDriver(ctx, endpoint)
+//			},
 //			Unreachable: func(ctx context.Context, addr string) (*dlock.Locker, error) {
 //				return mybackend.New(ctx, addr)
 //			},
@@ -34,7 +37,13 @@
 // hold shape's, on a Mutex, a MultiMutex, a Semaphore and an Election
 // alike: HoldShape, HoldShapeLoss, HoldShapeElection, and leader
 // election's: ElectionOneLeader, ElectionBlocks, ElectionObserve,
-// ElectionObserveShort, ElectionReplaced, ElectionFenced, ElectionErrors.
+// ElectionObserveShort, ElectionReplaced, ElectionFenced, ElectionErrors,
+// and the driver's own contract, on Harness.NewDriver's drivers:
+// DriverInterfaces, DriverRecord, DriverRecordKeys, DriverRecordRace,
+// DriverClearRecordRace, DriverRecordApart, DriverRecordClosed,
+// DriverRenewBatch, DriverOwnerChecked. A backend tests in its own
+// package only what is its own (a quorum, a store's layout, a failure
+// of its servers), not these.
 // RunBenchmarks measures the same backend: uncontended Lock+Unlock, parallel distinct keys, and contended
 // handoff.
 package conformance
@@ -48,6 +57,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // Harness connects the suite to one backend topology.
@@ -56,6 +66,17 @@ type Harness struct {
 	// sessions, so that two Lockers behave like two processes. The suite
 	// closes every Locker it makes. Options are defaults for its Mutexes.
 	NewLocker func(ctx context.Context, opts ...dlock.Option) (*dlock.Locker, error)
+
+	// NewDriver returns a new, independent driver of the same backend and
+	// store as NewLocker's Lockers (same prefix, directory or table): its
+	// own connections and sessions, as another process's would be. The
+	// Driver* cases check on it what a driver promises beyond the
+	// portable Locker (driver.Recorder, driver.Inspector, each answer of
+	// driver.BatchRenewer's RenewBatch, driver.OwnerCheckedRenewer), finding
+	// the optional interfaces by type assertion; they fail on a driver
+	// that lacks Inspector or Recorder. The suite closes every driver it
+	// makes. Required.
+	NewDriver func(ctx context.Context) (driver.Locker, error)
 
 	// Unreachable opens a Locker from a URL naming addr, a TCP address that
 	// accepts connections and never answers (a server that hangs), as
@@ -149,8 +170,8 @@ const slack = 5 * time.Second
 
 // Run runs every conformance case as a subtest of t.
 func Run(t *testing.T, h Harness) {
-	if h.NewLocker == nil || h.BreakLease == nil || h.URL == "" {
-		t.Fatal("conformance: Harness needs NewLocker, BreakLease and URL")
+	if h.NewLocker == nil || h.NewDriver == nil || h.BreakLease == nil || h.URL == "" {
+		t.Fatal("conformance: Harness needs NewLocker, NewDriver, BreakLease and URL")
 	}
 	if h.Unreachable == nil && !h.InProcess {
 		t.Fatal("conformance: Harness needs Unreachable unless InProcess")
@@ -222,8 +243,10 @@ func Run(t *testing.T, h Harness) {
 		{"HoldShapeElection", false, s.holdShapeElection},
 	}
 	// Leader election (election.go): serial, since they count goroutines
-	// and close Lockers.
-	for _, c := range s.electionCases() {
+	// and close Lockers. The driver-level contract (driver.go): serial,
+	// since they open and close drivers; the ones that wait on a lease
+	// run in parallel inside.
+	for _, c := range append(s.electionCases(), s.driverCases()...) {
 		cases = append(cases, struct {
 			name     string
 			parallel bool

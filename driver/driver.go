@@ -8,21 +8,35 @@
 // change. A driver is written against this package, registered with
 // dlock.Register, and used by programs only through dlock's types.
 //
-// # Required interface
+// # Required interfaces
 //
 // Every backend implements [Locker]. Its methods are called concurrently for
 // different keys, and for one key only by one holder at a time within a
 // process (the portable layer serialises same-key callers of one Locker).
 // Every method takes a context and must return promptly once it ends.
 //
+// Two more are separate interfaces, found by type assertion, but every
+// backend must implement them: the conformance suite
+// (github.com/dlock-go/dlock/conformance, whose Harness.NewDriver hands it
+// the driver) fails a driver without them, and parts of dlock's API
+// return an error on one.
+//
+//   - [Inspector]: who holds a key, and breaking a hold from outside.
+//     Locker.Inspect, Locker.Break and NewElection need it.
+//   - [Recorder]: a small value per key, apart from its lock, written once
+//     and read by every later caller. A Semaphore records its number of
+//     permits with it. [CheckRecord] is the rule for its keys and values.
+//
 // # Optional interfaces
 //
-// A Locker may also implement, and the portable layer checks with a type
-// assertion:
+// A Locker may also implement these six, which the portable layer checks
+// with a type assertion and does without:
 //
 //   - [Acquirer]: a blocking, queue-based acquire (etcd, ZooKeeper, Redis). When
 //     present, *dlock.Mutex.Lock calls it instead of looping over
 //     TryAcquire and Watch.
+//   - [LockWatcher]: a Watch for a waiting Lock that may wake one waiter
+//     at a time instead of all at once (a wake queue on the server).
 //   - [Limiter]: the TTLs the backend can honour (etcd leases start at 2 s,
 //     Consul sessions at 10 s and end at 24 h). dlock rejects other TTLs
 //     when a Mutex is created, instead of letting the server round them
@@ -35,9 +49,12 @@
 //     batched renewal in flight before it releases.
 //   - [LossNotifier]: calls back when a hold is lost, so that the portable
 //     layer needs no goroutine per hold to wait on Hold.Lost.
-//   - [Recorder]: a small value per key, apart from its lock, written once
-//     and read by every later caller. A Semaphore records its number of
-//     permits with it; every dlock backend implements it.
+//
+// The conformance suite checks the promises of the optional interfaces a
+// driver has (each RenewBatch answer is its own hold's; a late
+// owner-checked renewal changes nothing), so a driver needs no tests of
+// its own for them: only for what is its own (a quorum, its store's
+// layout, its servers' failures).
 //
 // # Errors
 //
@@ -51,7 +68,9 @@ package driver
 
 import (
 	"context"
+	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Request is one acquire attempt.
@@ -275,7 +294,8 @@ type Info struct {
 	Waiters int
 }
 
-// Inspector is implemented by every driver: it reports who holds a key, and
+// Inspector is implemented by every driver (the conformance suite fails
+// one without it): it reports who holds a key, and
 // breaks a hold from outside, as an operator would (the broken holder's
 // next renewal finds it gone, so its Done closes within its renewal
 // interval, and the next holder's token is higher).
@@ -294,8 +314,9 @@ const MaxKeyLen = 4096
 // MaxRecordLen is the longest record value, in bytes.
 const MaxRecordLen = 256
 
-// Recorder is implemented by drivers that keep a small value per key that
-// outlives every hold: written once, by the first caller, and read by
+// Recorder is implemented by every driver (the conformance suite fails one
+// without it, and a Semaphore needs it): a small value per key that
+// outlives every hold, written once, by the first caller, and read by
 // every later one, until cleared. A dlock.Semaphore records its number of
 // permits with it, so that a client whose number differs is refused before
 // it takes a permit.
@@ -316,4 +337,19 @@ type Recorder interface {
 	// on Redlock), and reports whether one was deleted. A record with
 	// another value is left alone.
 	ClearRecord(ctx context.Context, key, value string) (bool, error)
+}
+
+// CheckRecord refuses a key or a value outside Recorder's rules: a key
+// that is empty or longer than MaxKeyLen bytes (an error wrapping
+// ErrInvalidKey), a value that is not valid UTF-8 of 1 to MaxRecordLen
+// bytes (ErrInvalidOption). Every driver's Record and ClearRecord call it
+// before anything else, so that every backend refuses the same records.
+func CheckRecord(key, value string) error {
+	if key == "" || len(key) > MaxKeyLen {
+		return fmt.Errorf("record: %w: key of %d bytes, want 1 to %d", ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	if value == "" || len(value) > MaxRecordLen || !utf8.ValidString(value) {
+		return fmt.Errorf("record: %w: value must be UTF-8 of 1 to %d bytes", ErrInvalidOption, MaxRecordLen)
+	}
+	return nil
 }

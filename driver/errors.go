@@ -19,6 +19,12 @@ var (
 	ErrClosed = errors.New("dlock: locker closed")
 	// ErrUnavailable: the backend, or a quorum of it, could not be reached.
 	ErrUnavailable = errors.New("dlock: backend unavailable")
+	// ErrInvalidKey: an empty key, or one longer than MaxKeyLen bytes.
+	ErrInvalidKey = errors.New("dlock: invalid key")
+	// ErrInvalidOption: an argument out of range (a TTL <= 0, or outside
+	// the backend's limits; a record value that is not UTF-8 of 1 to
+	// MaxRecordLen bytes).
+	ErrInvalidOption = errors.New("dlock: invalid option")
 )
 
 // HeldError reports that a key is held and, when the backend knows, how long

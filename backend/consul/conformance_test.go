@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testenv"
 )
 
@@ -85,6 +86,9 @@ func harness(t testing.TB) conformance.Harness {
 				return nil, err
 			}
 			return l, nil
+		},
+		NewDriver: func(ctx context.Context) (driver.Locker, error) {
+			return open(ctx, testURL(t, raw, "lockdelay=1ms"))
 		},
 		Unreachable: func(ctx context.Context, addr string) (*dlock.Locker, error) {
 			d, err := open(ctx, &url.URL{Scheme: Scheme, Host: addr, Path: "/" + testPrefix})

@@ -2,6 +2,7 @@ package consul
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/hashicorp/consul/api"
 
@@ -39,6 +40,9 @@ func (d *consulDriver) Record(ctx context.Context, key, value string) (string, e
 	if err := d.check(ctx); err != nil {
 		return "", err
 	}
+	if err := driver.CheckRecord(key, value); err != nil {
+		return "", fmt.Errorf("consul: %w", err)
+	}
 	path := d.recordPath(key)
 	for {
 		ok, _, err := d.c.KV().CAS(&api.KVPair{Key: path, Value: []byte(value), ModifyIndex: 0}, d.wopts(ctx))
@@ -67,6 +71,9 @@ func (d *consulDriver) Record(ctx context.Context, key, value string) (string, e
 func (d *consulDriver) ClearRecord(ctx context.Context, key, value string) (bool, error) {
 	if err := d.check(ctx); err != nil {
 		return false, err
+	}
+	if err := driver.CheckRecord(key, value); err != nil {
+		return false, fmt.Errorf("consul: %w", err)
 	}
 	path := d.recordPath(key)
 	for {

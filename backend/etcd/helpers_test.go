@@ -14,6 +14,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend/etcd"
 	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testenv"
 )
 
@@ -153,6 +154,13 @@ func (e *env) queueLen(ctx context.Context, key string) (int64, error) {
 func (e *env) harness() conformance.Harness {
 	return conformance.Harness{
 		NewLocker: e.newLocker,
+		NewDriver: func(context.Context) (driver.Locker, error) {
+			cli, err := clientv3.New(e.cfg)
+			if err != nil {
+				return nil, err
+			}
+			return etcd.NewDriver(cli, etcd.Config{Prefix: e.prefix, LeasePerHold: e.perHold}), nil
+		},
 		Unreachable: func(ctx context.Context, addr string) (*dlock.Locker, error) {
 			return dlock.Open(ctx, "etcd://"+addr+"/"+e.prefix)
 		},

@@ -32,6 +32,9 @@ func (d *drv) Record(ctx context.Context, key, value string) (_ string, err erro
 		return "", err
 	}
 	defer leave(&err)
+	if err := driver.CheckRecord(key, value); err != nil {
+		return "", fmt.Errorf("etcd: %w", err)
+	}
 	rk := d.record(key)
 	var resp *clientv3.TxnResponse
 	err = retry(ctx, func(ctx context.Context) (err error) {
@@ -67,6 +70,9 @@ func (d *drv) ClearRecord(ctx context.Context, key, value string) (_ bool, err e
 		return false, err
 	}
 	defer leave(&err)
+	if err := driver.CheckRecord(key, value); err != nil {
+		return false, fmt.Errorf("etcd: %w", err)
+	}
 	rk := d.record(key)
 	var resp *clientv3.TxnResponse
 	err = onLeader(ctx, func(ctx context.Context) (err error) {

@@ -2,17 +2,12 @@ package etcd
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/url"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testenv"
 )
 
@@ -92,9 +87,9 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// The first value wins, for the driver that wrote it and for any other;
-// the record is a plain key under the Locker's prefix, without a lease.
-func TestRecordFirstWins(t *testing.T) {
+// The record is a plain key under the Locker's prefix, without a lease;
+// another prefix is another namespace.
+func TestRecordLayout(t *testing.T) {
 	eachRecordTopology(t, func(t *testing.T, e *recEnv) {
 		d1, d2 := e.driver(t, e.prefix), e.driver(t, e.prefix)
 		mustRecord(t, d1, "sem", "permits=3", "permits=3")
@@ -111,201 +106,6 @@ func TestRecordFirstWins(t *testing.T) {
 		other := e.driver(t, e.prefix+"other")
 		mustRecord(t, other, "sem", "permits=9", "permits=9")
 		mustRecord(t, d2, "sem", "permits=9", "permits=3")
-	})
-}
-
-// Concurrent Record calls with different values from separate clients all
-// return one of them, the one etcd holds.
-func TestRecordRace(t *testing.T) {
-	eachRecordTopology(t, func(t *testing.T, e *recEnv) {
-		const n = 8
-		ds := make([]*drv, n)
-		for i := range ds {
-			ds[i] = e.driver(t, e.prefix)
-		}
-		for round := 0; round < 5; round++ {
-			key := fmt.Sprintf("race-%d", round)
-			got := make([]string, n)
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for i := range ds {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					got[i], errs[i] = ds[i].Record(ctxFor(t, 30*time.Second), key, fmt.Sprintf("permits=%d", i+1))
-				}()
-			}
-			close(start)
-			wg.Wait()
-			for i := range ds {
-				if errs[i] != nil {
-					t.Fatalf("round %d: Record %d: %v", round, i, errs[i])
-				}
-				if got[i] != got[0] {
-					t.Fatalf("round %d: Record returned %q to one caller and %q to another", round, got[0], got[i])
-				}
-			}
-			if !strings.HasPrefix(got[0], "permits=") {
-				t.Fatalf("round %d: Record returned %q, no caller's value", round, got[0])
-			}
-			mustRecord(t, ds[0], key, "permits=100", got[0])
-		}
-	})
-}
-
-// ClearRecord deletes only a record with the given value.
-func TestClearRecord(t *testing.T) {
-	eachRecordTopology(t, func(t *testing.T, e *recEnv) {
-		d := e.driver(t, e.prefix)
-		ctx := ctxFor(t, 30*time.Second)
-		if ok, err := d.ClearRecord(ctx, "c", "permits=1"); err != nil || ok {
-			t.Fatalf("ClearRecord of no record = %v, %v; want false, nil", ok, err)
-		}
-		mustRecord(t, d, "c", "permits=1", "permits=1")
-		if ok, err := d.ClearRecord(ctx, "c", "permits=2"); err != nil || ok {
-			t.Fatalf("ClearRecord with another value = %v, %v; want false, nil", ok, err)
-		}
-		mustRecord(t, d, "c", "permits=2", "permits=1")
-		if ok, err := d.ClearRecord(ctx, "c", "permits=1"); err != nil || !ok {
-			t.Fatalf("ClearRecord with the value = %v, %v; want true, nil", ok, err)
-		}
-		if ok, err := d.ClearRecord(ctx, "c", "permits=1"); err != nil || ok {
-			t.Fatalf("second ClearRecord = %v, %v; want false, nil", ok, err)
-		}
-		mustRecord(t, d, "c", "permits=2", "permits=2")
-	})
-}
-
-// A lock on the record's key (and a lock whose escaped name looks like the
-// records' part of the prefix) leaves the record alone through acquire,
-// release, Break and expiry; Inspect never sees the record; clearing a
-// record does not end a hold.
-func TestRecordApartFromLock(t *testing.T) {
-	eachRecordTopology(t, func(t *testing.T, e *recEnv) {
-		d := e.driver(t, e.prefix)
-		ctx := ctxFor(t, time.Minute)
-		for _, key := range []string{"k", "%records", "%records/k"} {
-			mustRecord(t, d, key, "permits=2", "permits=2")
-			free := func(when string) {
-				t.Helper()
-				info, err := d.Inspect(ctx, key)
-				if err != nil {
-					t.Fatalf("Inspect %s: %v", when, err)
-				}
-				if info.Held || info.Waiters != 0 {
-					t.Fatalf("Inspect(%q) %s = %+v; want free, no waiters", key, when, info)
-				}
-				mustRecord(t, d, key, "permits=3", "permits=2")
-			}
-			free("with only a record")
-			req := driver.Request{Key: key, TTL: MinTTL, Owner: owner()}
-			h, err := d.TryAcquire(ctx, req)
-			if err != nil {
-				t.Fatalf("TryAcquire(%q) with a record: %v", key, err)
-			}
-			if info, err := d.Inspect(ctx, key); err != nil || !info.Held || info.Waiters != 0 {
-				t.Fatalf("Inspect of the held key = %+v, %v; want held, no waiters", info, err)
-			}
-			if err := d.Release(ctx, h); err != nil {
-				t.Fatalf("Release: %v", err)
-			}
-			free("after Release")
-
-			req.Owner = owner()
-			if _, err = d.TryAcquire(ctx, req); err != nil {
-				t.Fatalf("TryAcquire: %v", err)
-			}
-			if info, err := d.Break(ctx, key); err != nil || !info.Held {
-				t.Fatalf("Break = %+v, %v; want the hold broken", info, err)
-			}
-			free("after Break")
-
-			// A record cleared and written again while the key is held
-			// does not end the hold.
-			req.Owner = owner()
-			h, err = d.TryAcquire(ctx, req)
-			if err != nil {
-				t.Fatalf("TryAcquire: %v", err)
-			}
-			if ok, err := d.ClearRecord(ctx, key, "permits=2"); err != nil || !ok {
-				t.Fatalf("ClearRecord while held = %v, %v", ok, err)
-			}
-			mustRecord(t, d, key, "permits=2", "permits=2")
-			if _, err := d.Renew(ctx, h); err != nil {
-				t.Fatalf("Renew after the record was cleared: %v", err)
-			}
-			if info, err := d.Inspect(ctx, key); err != nil || !info.Held {
-				t.Fatalf("Inspect after the record was cleared = %+v, %v; want held", info, err)
-			}
-			// Not renewed again: the lease expires and the entry with it.
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				info, err := d.Inspect(ctx, key)
-				if err != nil {
-					t.Fatalf("Inspect: %v", err)
-				}
-				if !info.Held {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("hold not expired 30s after its last renewal")
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
-			free("after expiry")
-			if resp, err := e.admin.Get(ctx, d.queue(key), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
-				t.Fatalf("queue of %q after expiry: %v, %v; want empty", key, resp, err)
-			}
-		}
-	})
-}
-
-// Keys of any bytes, up to MaxKeyLen, have records of their own.
-func TestRecordOddKeys(t *testing.T) {
-	eachRecordTopology(t, func(t *testing.T, e *recEnv) {
-		d := e.driver(t, e.prefix)
-		keys := []string{"a", "a/b", "a%2Fb", "..", ".", "", "/", "ключ🔒", "\x00\xff", "%records",
-			strings.Repeat("\xff", driver.MaxKeyLen), strings.Repeat("/", driver.MaxKeyLen)}
-		for i, k := range keys {
-			mustRecord(t, d, k, fmt.Sprintf("v%d", i), fmt.Sprintf("v%d", i))
-		}
-		for i, k := range keys {
-			mustRecord(t, d, k, "other", fmt.Sprintf("v%d", i))
-		}
-		long := strings.Repeat("é", driver.MaxRecordLen/2)
-		mustRecord(t, d, "long-value", long, long)
-		for i, k := range keys {
-			if ok, err := d.ClearRecord(ctxFor(t, 10*time.Second), k, fmt.Sprintf("v%d", i)); err != nil || !ok {
-				t.Fatalf("ClearRecord(%.40q) = %v, %v; want true", k, ok, err)
-			}
-		}
-	})
-}
-
-// A cancelled context and a closed driver give errors, not a record.
-func TestRecordContextAndClose(t *testing.T) {
-	eachRecordTopology(t, func(t *testing.T, e *recEnv) {
-		d := e.driver(t, e.prefix)
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		if _, err := d.Record(ctx, "x", "permits=1"); !errors.Is(err, context.Canceled) {
-			t.Fatalf("Record with a cancelled context: %v; want context.Canceled", err)
-		}
-		if _, err := d.ClearRecord(ctx, "x", "permits=1"); !errors.Is(err, context.Canceled) {
-			t.Fatalf("ClearRecord with a cancelled context: %v; want context.Canceled", err)
-		}
-		mustRecord(t, d, "x", "permits=2", "permits=2")
-		if err := d.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := d.Record(ctxFor(t, 10*time.Second), "x", "permits=1"); !errors.Is(err, driver.ErrClosed) {
-			t.Fatalf("Record after Close: %v; want ErrClosed", err)
-		}
-		if _, err := d.ClearRecord(ctxFor(t, 10*time.Second), "x", "permits=2"); !errors.Is(err, driver.ErrClosed) {
-			t.Fatalf("ClearRecord after Close: %v; want ErrClosed", err)
-		}
 	})
 }
 

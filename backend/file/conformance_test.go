@@ -14,6 +14,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend/file"
 	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // BENCHMARKS
@@ -33,6 +34,7 @@ func harness(t testing.TB) conformance.Harness {
 		NewLocker: func(_ context.Context, opts ...dlock.Option) (*dlock.Locker, error) {
 			return file.New(dir, opts...)
 		},
+		NewDriver: func(context.Context) (driver.Locker, error) { return file.NewDriver(dir), nil },
 		BreakLease: func(ctx context.Context, key string) error {
 			held, err := file.Break(ctx, dir, key)
 			if err != nil {

@@ -1,6 +1,10 @@
 package file
 
-import "context"
+import (
+	"context"
+
+	"github.com/dlock-go/dlock/driver"
+)
 
 // RecordIn runs one Record on a new driver over dir, as a separate process
 // would.
@@ -9,3 +13,6 @@ func RecordIn(ctx context.Context, dir, key, value string) (string, error) {
 	defer d.Close()
 	return d.Record(ctx, key, value)
 }
+
+// NewDriver returns a driver over dir, as New's Lockers are made over.
+func NewDriver(dir string) driver.Locker { return newDriver(dir) }

@@ -9,11 +9,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -29,17 +27,6 @@ func recordName(key string) string {
 }
 
 func (d *fileDriver) recordPath(key string) string { return filepath.Join(d.dir, recordName(key)) }
-
-// checkRecord refuses a key or a value outside driver.Recorder's rules.
-func checkRecord(key, value string) error {
-	if key == "" || len(key) > driver.MaxKeyLen {
-		return fmt.Errorf("file: record: %w: key of %d bytes, want 1 to %d", dlock.ErrInvalidKey, len(key), driver.MaxKeyLen)
-	}
-	if value == "" || len(value) > driver.MaxRecordLen || !utf8.ValidString(value) {
-		return fmt.Errorf("file: record: %w: value must be UTF-8 of 1 to %d bytes", dlock.ErrInvalidOption, driver.MaxRecordLen)
-	}
-	return nil
-}
 
 func encodeRecord(key, value string) []byte {
 	return []byte(recordHeader + strconv.Quote(key) + "\n" + strconv.Quote(value) + "\n")
@@ -71,8 +58,8 @@ func (d *fileDriver) Record(ctx context.Context, key, value string) (string, err
 	if err := d.check(ctx); err != nil {
 		return "", err
 	}
-	if err := checkRecord(key, value); err != nil {
-		return "", err
+	if err := driver.CheckRecord(key, value); err != nil {
+		return "", fmt.Errorf("file: %w", err)
 	}
 	path := d.recordPath(key)
 	for {
@@ -183,8 +170,8 @@ func (d *fileDriver) ClearRecord(ctx context.Context, key, value string) (bool, 
 	if err := d.check(ctx); err != nil {
 		return false, err
 	}
-	if err := checkRecord(key, value); err != nil {
-		return false, err
+	if err := driver.CheckRecord(key, value); err != nil {
+		return false, fmt.Errorf("file: %w", err)
 	}
 	path := d.recordPath(key)
 	fd, err := openLocked(ctx, path, false)

@@ -9,6 +9,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend/memory"
 	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/driver"
 )
 
 func harness() conformance.Harness {
@@ -17,6 +18,7 @@ func harness() conformance.Harness {
 		NewLocker: func(_ context.Context, opts ...dlock.Option) (*dlock.Locker, error) {
 			return memory.New(s, opts...)
 		},
+		NewDriver: func(context.Context) (driver.Locker, error) { return memory.NewDriver(s), nil },
 		BreakLease: func(_ context.Context, key string) error {
 			if !s.Break(key) {
 				return fmt.Errorf("key %q not held", key)

@@ -189,6 +189,9 @@ func (d *memDriver) Record(ctx context.Context, key, value string) (string, erro
 	if err := d.check(ctx); err != nil {
 		return "", err
 	}
+	if err := driver.CheckRecord(key, value); err != nil {
+		return "", fmt.Errorf("memory: %w", err)
+	}
 	d.s.mu.Lock()
 	defer d.s.mu.Unlock()
 	if v, ok := d.s.records[key]; ok {
@@ -202,6 +205,9 @@ func (d *memDriver) Record(ctx context.Context, key, value string) (string, erro
 func (d *memDriver) ClearRecord(ctx context.Context, key, value string) (bool, error) {
 	if err := d.check(ctx); err != nil {
 		return false, err
+	}
+	if err := driver.CheckRecord(key, value); err != nil {
+		return false, fmt.Errorf("memory: %w", err)
 	}
 	d.s.mu.Lock()
 	defer d.s.mu.Unlock()

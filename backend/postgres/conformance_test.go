@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/driver"
 )
 
 func (e *env) harness() conformance.Harness {
@@ -16,6 +17,9 @@ func (e *env) harness() conformance.Harness {
 		CutOff: conformance.CutOffURL(e.raw),
 		NewLocker: func(ctx context.Context, opts ...dlock.Option) (*dlock.Locker, error) {
 			return openLocker(ctx, e.raw, opts...)
+		},
+		NewDriver: func(ctx context.Context) (driver.Locker, error) {
+			return openRaw(ctx, e.raw)
 		},
 		Unreachable: func(ctx context.Context, addr string) (*dlock.Locker, error) {
 			return dlock.Open(ctx, "postgres://dlock:dlock@"+addr+"/dlock?sslmode=disable&table="+e.table)

@@ -5,12 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -44,17 +42,6 @@ SELECT key, value FROM ` + n.recordsQ + ` WHERE key_hash = $1 AND NOT EXISTS (SE
 	return
 }
 
-// checkRecord refuses a key or a value outside driver.Recorder's rules.
-func checkRecord(key, value string) error {
-	if key == "" || len(key) > driver.MaxKeyLen {
-		return fmt.Errorf("postgres: record: %w: key of %d bytes, want 1 to %d", dlock.ErrInvalidKey, len(key), driver.MaxKeyLen)
-	}
-	if value == "" || len(value) > driver.MaxRecordLen || !utf8.ValidString(value) {
-		return fmt.Errorf("postgres: record: %w: value must be UTF-8 of 1 to %d bytes", dlock.ErrInvalidOption, driver.MaxRecordLen)
-	}
-	return nil
-}
-
 // Record inserts key's row in the record table unless it has one, and
 // returns the row's value. The table is created on first use, as the
 // lease table is.
@@ -62,8 +49,8 @@ func (d *pgDriver) Record(ctx context.Context, key, value string) (string, error
 	if err := d.check(ctx); err != nil {
 		return "", err
 	}
-	if err := checkRecord(key, value); err != nil {
-		return "", err
+	if err := driver.CheckRecord(key, value); err != nil {
+		return "", fmt.Errorf("postgres: %w", err)
 	}
 	_, record, read, _ := d.n.recordSQL()
 	hash := keyHash(key)
@@ -102,8 +89,8 @@ func (d *pgDriver) ClearRecord(ctx context.Context, key, value string) (bool, er
 	if err := d.check(ctx); err != nil {
 		return false, err
 	}
-	if err := checkRecord(key, value); err != nil {
-		return false, err
+	if err := driver.CheckRecord(key, value); err != nil {
+		return false, fmt.Errorf("postgres: %w", err)
 	}
 	_, _, _, clear := d.n.recordSQL()
 	tag, err := d.pool.Exec(ctx, clear, keyHash(key), []byte(key), []byte(value))

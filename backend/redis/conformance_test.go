@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testenv"
 )
 
@@ -120,6 +121,13 @@ func harness(t testing.TB, endpoint string) conformance.Harness {
 		CutOff: cutOff,
 		NewLocker: func(ctx context.Context, opts ...dlock.Option) (*dlock.Locker, error) {
 			return openLocker(ctx, raw, opts...)
+		},
+		NewDriver: func(ctx context.Context) (driver.Locker, error) {
+			u, err := url.Parse(raw)
+			if err != nil {
+				return nil, err
+			}
+			return openDriver(ctx, u, newClient)
 		},
 		Unreachable: func(ctx context.Context, addr string) (*dlock.Locker, error) {
 			return dlock.Open(ctx, scheme+addr)

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/redislua"
@@ -18,6 +19,9 @@ var _ driver.Recorder = (*redisDriver)(nil)
 func (d *redisDriver) Record(ctx context.Context, key, value string) (string, error) {
 	if err := d.check(ctx); err != nil {
 		return "", err
+	}
+	if err := driver.CheckRecord(key, value); err != nil {
+		return "", fmt.Errorf("redis: %w", err)
 	}
 	keys, args := redislua.RecordArgs(keyNames(d.cfg.Prefix, key).record, value)
 	v, acks, err := d.run(ctx, redislua.Record, keys, args)
@@ -41,6 +45,9 @@ func (d *redisDriver) Record(ctx context.Context, key, value string) (string, er
 func (d *redisDriver) ClearRecord(ctx context.Context, key, value string) (bool, error) {
 	if err := d.check(ctx); err != nil {
 		return false, err
+	}
+	if err := driver.CheckRecord(key, value); err != nil {
+		return false, fmt.Errorf("redis: %w", err)
 	}
 	keys, args := redislua.RecordArgs(keyNames(d.cfg.Prefix, key).record, value)
 	v, acks, err := d.run(ctx, redislua.ClearRecord, keys, args)

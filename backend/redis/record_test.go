@@ -5,14 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"net/url"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -48,17 +44,9 @@ func mustRecord(ctx context.Context, t *testing.T, d driver.Recorder, key, value
 	}
 }
 
-func mustClear(ctx context.Context, t *testing.T, d driver.Recorder, key, value string, want bool) {
-	t.Helper()
-	got, err := d.ClearRecord(ctx, key, value)
-	if err != nil || got != want {
-		t.Fatalf("ClearRecord(%q, %q) = %v, %v; want %v", key, value, got, err, want)
-	}
-}
-
-// The first value wins and is returned to every later caller; it is kept
-// without expiry under the key's hash tag; another prefix has its own.
-func TestRecordFirstValueWins(t *testing.T) {
+// The record is kept without expiry under the key's hash tag; another
+// prefix has its own.
+func TestRecordLayout(t *testing.T) {
 	eachTopology(t, func(t *testing.T, endpoint string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -84,186 +72,6 @@ func TestRecordFirstValueWins(t *testing.T) {
 		apart := recordDriver(ctx, t, endpoint, prefix+"-other")
 		mustRecord(ctx, t, apart, "sem", "permits=5", "permits=5")
 		mustRecord(ctx, t, d, "sem", "permits=7", "permits=3")
-	})
-}
-
-// Concurrent Records with different values, from separate drivers (each
-// with its own connections), all return the same value, the one stored.
-func TestRecordRace(t *testing.T) {
-	eachTopology(t, func(t *testing.T, endpoint string) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		prefix := recordPrefix()
-		const n = 6
-		ds := make([]*redisDriver, n)
-		for i := range ds {
-			ds[i] = recordDriver(ctx, t, endpoint, prefix)
-		}
-		admin := adminClient(t, withParams(t, endpoint, "prefix", prefix))
-		for round := range 10 {
-			key := fmt.Sprintf("race/%d", round)
-			got := make([]string, n)
-			errs := make([]error, n)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for i, d := range ds {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					got[i], errs[i] = d.Record(ctx, key, fmt.Sprintf("permits=%d", i+1))
-				}()
-			}
-			close(start)
-			wg.Wait()
-			stored := admin.Get(ctx, keyNames(prefix, key).record).Val()
-			for i := range got {
-				if errs[i] != nil || got[i] != stored {
-					t.Fatalf("round %d: caller %d got %q, %v; stored %q", round, i, got[i], errs[i], stored)
-				}
-			}
-			if !strings.HasPrefix(stored, "permits=") {
-				t.Fatalf("round %d: stored %q", round, stored)
-			}
-		}
-	})
-}
-
-// ClearRecord deletes only the value it is given; afterwards a new value
-// can be recorded.
-func TestClearRecord(t *testing.T) {
-	eachTopology(t, func(t *testing.T, endpoint string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		prefix := recordPrefix()
-		d := recordDriver(ctx, t, endpoint, prefix)
-		admin := adminClient(t, withParams(t, endpoint, "prefix", prefix))
-		rec := keyNames(prefix, "sem").record
-
-		mustClear(ctx, t, d, "sem", "permits=3", false) // nothing there
-		mustRecord(ctx, t, d, "sem", "permits=3", "permits=3")
-		mustClear(ctx, t, d, "sem", "permits=4", false)
-		if v := admin.Get(ctx, rec).Val(); v != "permits=3" {
-			t.Fatalf("a wrong ClearRecord left %q; want permits=3", v)
-		}
-		mustClear(ctx, t, d, "sem", "permits=3", true)
-		if n := admin.Exists(ctx, rec).Val(); n != 0 {
-			t.Fatal("record still there after ClearRecord")
-		}
-		mustClear(ctx, t, d, "sem", "permits=3", false)
-		mustRecord(ctx, t, d, "sem", "permits=9", "permits=9")
-	})
-}
-
-// Lock, Unlock, Break and expiry of the same key leave its record alone,
-// a record does not stop the key from being locked, and Inspect does not
-// see it.
-func TestRecordApartFromLock(t *testing.T) {
-	eachTopology(t, func(t *testing.T, endpoint string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		prefix := recordPrefix()
-		d := recordDriver(ctx, t, endpoint, prefix)
-		l, err := dlock.NewLocker(recordDriver(ctx, t, endpoint, prefix), dlock.WithTTL(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.Close() })
-		const key, val = "sem", "permits=2"
-		mustRecord(ctx, t, d, key, val, val)
-		if info, err := d.Inspect(ctx, key); err != nil || info.Held {
-			t.Fatalf("Inspect with only a record: %+v, %v; want free", info, err)
-		}
-
-		m, _ := l.NewMutex(key)
-		if err := m.Lock(ctx); err != nil {
-			t.Fatalf("Lock of a key with a record: %v", err)
-		}
-		mustRecord(ctx, t, d, key, "permits=8", val)
-		if info, err := d.Inspect(ctx, key); err != nil || !info.Held {
-			t.Fatalf("Inspect while locked: %+v, %v; want held", info, err)
-		}
-		if err := m.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		mustRecord(ctx, t, d, key, "permits=8", val)
-
-		if err := m.Lock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := d.Break(ctx, key); err != nil {
-			t.Fatalf("Break: %v", err)
-		}
-		mustRecord(ctx, t, d, key, "permits=8", val)
-
-		if _, err := d.TryAcquire(ctx, driver.Request{Key: key, TTL: 100 * time.Millisecond, Owner: "0123456789abcdef0123456789abcdef"}); err != nil {
-			t.Fatalf("TryAcquire: %v", err)
-		}
-		time.Sleep(250 * time.Millisecond) // the lease runs out
-		if info, err := d.Inspect(ctx, key); err != nil || info.Held {
-			t.Fatalf("Inspect after expiry: %+v, %v; want free", info, err)
-		}
-		mustRecord(ctx, t, d, key, "permits=8", val)
-	})
-}
-
-// Keys with odd bytes have records of their own, apart from each other's;
-// the same keys lock as well with a record on them.
-func TestRecordOddKeys(t *testing.T) {
-	eachTopology(t, func(t *testing.T, endpoint string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		prefix := recordPrefix()
-		d := recordDriver(ctx, t, endpoint, prefix)
-		keys := []string{"a/b", "..", "", "ключ", "{", "}", "{}", "a{b}c", "%7B", "\x00nul", "x:lock", strings.Repeat("k", driver.MaxKeyLen)}
-		for i, k := range keys {
-			mustRecord(ctx, t, d, k, fmt.Sprintf("v%d", i), fmt.Sprintf("v%d", i))
-		}
-		for i, k := range keys {
-			mustRecord(ctx, t, d, k, "other", fmt.Sprintf("v%d", i))
-			if k == "" {
-				continue // the portable layer refuses an empty lock key
-			}
-			h, err := d.TryAcquire(ctx, driver.Request{Key: k, TTL: 5 * time.Second, Owner: "0123456789abcdef0123456789abcdef"})
-			if err != nil {
-				t.Fatalf("TryAcquire(%q) with a record: %v", k, err)
-			}
-			if err := d.Release(ctx, h); err != nil {
-				t.Fatalf("Release(%q): %v", k, err)
-			}
-			mustRecord(ctx, t, d, k, "other", fmt.Sprintf("v%d", i))
-		}
-		for i, k := range keys {
-			mustClear(ctx, t, d, k, fmt.Sprintf("v%d", i), true)
-		}
-	})
-}
-
-// A cancelled context and a closed driver are errors, and change nothing.
-func TestRecordCancelledAndClosed(t *testing.T) {
-	eachTopology(t, func(t *testing.T, endpoint string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		prefix := recordPrefix()
-		d := recordDriver(ctx, t, endpoint, prefix)
-		dead, stop := context.WithCancel(ctx)
-		stop()
-		if _, err := d.Record(dead, "k", "v"); !errors.Is(err, context.Canceled) {
-			t.Fatalf("Record with a cancelled context: %v; want context.Canceled", err)
-		}
-		if _, err := d.ClearRecord(dead, "k", "v"); !errors.Is(err, context.Canceled) {
-			t.Fatalf("ClearRecord with a cancelled context: %v; want context.Canceled", err)
-		}
-		mustRecord(ctx, t, d, "k", "w", "w")
-		if err := d.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := d.Record(ctx, "k", "v"); !errors.Is(err, driver.ErrClosed) {
-			t.Fatalf("Record after Close: %v; want ErrClosed", err)
-		}
-		if _, err := d.ClearRecord(ctx, "k", "w"); !errors.Is(err, driver.ErrClosed) {
-			t.Fatalf("ClearRecord after Close: %v; want ErrClosed", err)
-		}
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend/redlock"
 	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // harness runs the suite on the five-master topology. Every Locker has its
@@ -33,6 +34,9 @@ func harness(t testing.TB) conformance.Harness {
 				_ = d.Close()
 			}
 			return l, err
+		},
+		NewDriver: func(ctx context.Context) (driver.Locker, error) {
+			return redlock.OpenDriver(ctx, rawURL)
 		},
 		// A hanging server plus two more: no instance answers.
 		Unreachable: func(ctx context.Context, addr string) (*dlock.Locker, error) {

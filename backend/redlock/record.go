@@ -23,6 +23,9 @@ func (d *Driver) Record(ctx context.Context, key, value string) (string, error) 
 	if err := d.check(ctx); err != nil {
 		return "", err
 	}
+	if err := driver.CheckRecord(key, value); err != nil {
+		return "", fmt.Errorf("redlock: %w", err)
+	}
 	keys, args := redislua.RecordArgs(d.names(key).record, value)
 	replies := d.fanout(ctx, d.timeout(0), d.all, request{script: redislua.Record, keys: keys, args: args}, len(d.all), nil)
 	var (
@@ -68,6 +71,9 @@ func (d *Driver) Record(ctx context.Context, key, value string) (string, error) 
 func (d *Driver) ClearRecord(ctx context.Context, key, value string) (bool, error) {
 	if err := d.check(ctx); err != nil {
 		return false, err
+	}
+	if err := driver.CheckRecord(key, value); err != nil {
+		return false, fmt.Errorf("redlock: %w", err)
 	}
 	keys, args := redislua.RecordArgs(d.names(key).record, value)
 	t := d.tally(d.fanout(ctx, d.timeout(0), d.all, request{script: redislua.ClearRecord, keys: keys, args: args}, len(d.all), nil))

@@ -14,7 +14,6 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend/redlock"
-	"github.com/dlock-go/dlock/conformance"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -160,36 +159,6 @@ func TestRenewalsArePipelined(t *testing.T) {
 	}
 }
 
-// RenewBatch judges each hold as Renew does: a hold deleted on a majority
-// is ErrLockLost while the rest of the batch is renewed.
-func TestRenewBatchOwnership(t *testing.T) {
-	cs, _ := countedClients(t)
-	prefix := testPrefix()
-	d, err := redlock.NewDriver(cs, redlock.Config{Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-	ctx := context.Background()
-	hs := acquireMany(t, d, "k", 50)
-	// Take hold 1 away (released everywhere).
-	if err := d.Release(ctx, hs[1]); err != nil {
-		t.Fatal(err)
-	}
-	ttls, errs := d.RenewBatch(ctx, hs)
-	for i := range hs {
-		if i == 1 {
-			if !errors.Is(errs[i], driver.ErrLockLost) {
-				t.Fatalf("released hold: %v; want ErrLockLost", errs[i])
-			}
-			continue
-		}
-		if errs[i] != nil || ttls[i] <= 0 {
-			t.Fatalf("hold %d: ttl %v err %v", i, ttls[i], errs[i])
-		}
-	}
-}
-
 // The renewals of a batch cost each instance a few script calls, not one
 // per hold: the renewals of a pipeline are one RenewMany. Each hold is
 // still judged on its own: one taken over by another owner on every
@@ -262,16 +231,4 @@ func TestRenewBatchLoadsTheScriptAgain(t *testing.T) {
 			}
 		}
 	}
-}
-
-// A renewal that comes after the release changes nothing: what lets an
-// Unlock leave the renewal batch its hold is in.
-func TestOwnerCheckedRenewals(t *testing.T) {
-	cs, _ := countedClients(t)
-	d, err := redlock.NewDriver(cs, redlock.Config{Prefix: testPrefix()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-	conformance.CheckOwnerCheckedRenewals(t, d, "late")
 }

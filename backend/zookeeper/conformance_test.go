@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testenv"
 )
 
@@ -95,6 +96,9 @@ func harness(t *testing.T, env string) conformance.Harness {
 	return conformance.Harness{
 		NewLocker: func(ctx context.Context, opts ...dlock.Option) (*dlock.Locker, error) {
 			return openLocker(ctx, raw, opts...)
+		},
+		NewDriver: func(ctx context.Context) (driver.Locker, error) {
+			return openDriver(ctx, raw)
 		},
 		Unreachable: func(ctx context.Context, addr string) (*dlock.Locker, error) {
 			return dlock.Open(ctx, "zk://"+addr+"/dlock-test?session_timeout=2s")

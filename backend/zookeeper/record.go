@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -23,17 +21,6 @@ func (d *zkDriver) recordPath(key string) string {
 	return d.prefix + "/" + recordsNode + "/" + nodeName(key)
 }
 
-// checkRecord refuses a key or a value outside driver.Recorder's rules.
-func checkRecord(key, value string) error {
-	if key == "" || len(key) > driver.MaxKeyLen {
-		return fmt.Errorf("zookeeper: record: %w: key of %d bytes, want 1 to %d", dlock.ErrInvalidKey, len(key), driver.MaxKeyLen)
-	}
-	if value == "" || len(value) > driver.MaxRecordLen || !utf8.ValidString(value) {
-		return fmt.Errorf("zookeeper: record: %w: value must be UTF-8 of 1 to %d bytes", dlock.ErrInvalidOption, driver.MaxRecordLen)
-	}
-	return nil
-}
-
 // Record creates key's record znode with value unless it exists, and
 // returns the record. A record znode is never deleted, so that its data
 // version only ever grows: ClearRecord empties it with a compare-and-set
@@ -44,8 +31,8 @@ func (d *zkDriver) Record(ctx context.Context, key, value string) (string, error
 	if err := d.check(ctx); err != nil {
 		return "", err
 	}
-	if err := checkRecord(key, value); err != nil {
-		return "", err
+	if err := driver.CheckRecord(key, value); err != nil {
+		return "", fmt.Errorf("zookeeper: %w", err)
 	}
 	path := d.recordPath(key)
 	for tries := 0; ; tries++ {
@@ -116,8 +103,8 @@ func (d *zkDriver) ClearRecord(ctx context.Context, key, value string) (bool, er
 	if err := d.check(ctx); err != nil {
 		return false, err
 	}
-	if err := checkRecord(key, value); err != nil {
-		return false, err
+	if err := driver.CheckRecord(key, value); err != nil {
+		return false, fmt.Errorf("zookeeper: %w", err)
 	}
 	path := d.recordPath(key)
 	for {
