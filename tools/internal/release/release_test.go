@@ -192,3 +192,52 @@ func TestInstallFromLocalProxy(t *testing.T) {
 		})
 	}
 }
+
+// A package added to a module since an earlier run is found by the next
+// run over the same private module cache: the modules are written there
+// again under the same version, and the go command's index of that
+// directory, kept from the earlier run, must not be trusted.
+func TestTidySeesPackagesAddedSinceTheLastRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	ctx := context.Background()
+	ws := tinyRepo(t, cmdGoMod)
+	modCache := filepath.Join(t.TempDir(), "mod")
+	tidy := func(ws *Workspace) error {
+		t.Helper()
+		versions, err := ws.SiblingVersions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		scratch := t.TempDir()
+		proxy := filepath.Join(scratch, "proxy")
+		if err := ws.WriteProxy(ctx, proxy, versions); err != nil {
+			t.Fatal(err)
+		}
+		g, err := NewGo(ctx, ws, proxy, modCache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Env = append(g.Env, "GOPROXY="+fileURL(proxy)+",off", "GOTOOLCHAIN=local")
+		_, err = ws.Tidy(ctx, g, scratch)
+		return err
+	}
+	if err := tidy(ws); err != nil {
+		t.Fatalf("first run: %v", err)
+	}
+	writeTree(t, ws.Root, map[string]string{
+		"extra/extra.go":    "package extra\n\n// Answer is the answer.\nconst Answer = 42\n",
+		"cmd/hello/main.go": "package main\n\nimport (\n\t\"fmt\"\n\n\t\"example.com/lib/extra\"\n)\n\nfunc main() { fmt.Println(extra.Answer) }\n",
+	})
+	if out, err := exec.Command("git", "-C", ws.Root, "add", "extra", "cmd").CombinedOutput(); err != nil {
+		t.Fatalf("git add: %v\n%s", err, out)
+	}
+	again, err := Load(ws.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tidy(again); err != nil {
+		t.Fatalf("second run, with a package added to example.com/lib: %v", err)
+	}
+}
