@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -31,6 +32,9 @@ import (
 // Unlock runs even if ctx has ended by then, with a context of its own
 // bounded by the lease TTL.
 func Do(ctx context.Context, l Lockable, fn func(ctx context.Context) error) (err error) {
+	if l == nil || fn == nil {
+		return fmt.Errorf("%w: Do needs a lock and a function", ErrInvalidOption)
+	}
 	if err := l.Lock(ctx); err != nil {
 		return err
 	}

@@ -121,13 +121,13 @@ func (e *Election) Campaign(ctx context.Context, value string) error {
 // Lock campaigns, as Campaign does, with the Election's value (WithOwner
 // given to NewElection, else the Locker's owner description).
 func (e *Election) Lock(ctx context.Context) error {
-	return e.campaign(ctx, "lock", e.own, (*Mutex).Lock)
+	return e.campaign(ctx, "campaign", e.own, (*Mutex).Lock)
 }
 
 // TryLock makes one attempt to lead, with the Election's value: it returns
 // an error matching ErrNotAcquired when another candidate leads.
 func (e *Election) TryLock(ctx context.Context) error {
-	return e.campaign(ctx, "trylock", e.own, (*Mutex).TryLock)
+	return e.campaign(ctx, "try campaign", e.own, (*Mutex).TryLock)
 }
 
 func (e *Election) campaign(ctx context.Context, op, value string, take func(*Mutex, context.Context) error) error {

@@ -90,3 +90,23 @@ func TestOpenTTLBeyondDuration(t *testing.T) {
 		}
 	}
 }
+
+// Do with no lock or no function is a typed error, not a panic.
+func TestDoNilIsInvalidOption(t *testing.T) {
+	ctx := context.Background()
+	if err := dlock.Do(ctx, nil, func(context.Context) error { return nil }); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Errorf("Do(nil lock) = %v; want ErrInvalidOption", err)
+	}
+	l, err := dlock.Open(ctx, "mem://do-nil")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	m, _ := l.NewMutex("k")
+	if err := dlock.Do(ctx, m, nil); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Errorf("Do(nil fn) = %v; want ErrInvalidOption", err)
+	}
+	if m.Token() != 0 {
+		t.Error("Do(nil fn) took the lock")
+	}
+}
