@@ -58,6 +58,10 @@ var (
 	// attempted (auto-renew off and no Renew, or a process paused past its
 	// lease before the watchdog could run).
 	ErrLeaseExpired = driver.ErrLeaseExpired
+	// ErrMaxHoldReached: the hold reached the maximum duration given with
+	// WithMaxHold; the watchdog stopped renewing it and released it. It is
+	// counted apart from failures (observe.LossCause "max_hold").
+	ErrMaxHoldReached = driver.ErrMaxHoldReached
 )
 
 // lossError is the error a lost hold ends with: it matches ErrLockLost,

@@ -35,6 +35,8 @@ type options struct {
 	metaSet   bool
 	backend   string // the URL scheme, set by Open
 	onClose   []func() error
+	minHold   time.Duration // WithMinHold; 0 for none
+	maxHold   time.Duration // WithMaxHold; 0 for none
 }
 
 func defaultOptions() options {
@@ -84,6 +86,25 @@ func (o options) withinLimits(lim driver.Limits) options {
 // expire. With it off, the holder must call Renew itself, and Done closes
 // when the validity window ends. URL parameter: autorenew=false.
 func WithAutoRenew(on bool) Option { return func(o *options) { o.autoRenew = on } }
+
+// WithMinHold gives every hold a minimum duration d: releasing it earlier
+// (Unlock, Do returning, Close, or the process exiting) leaves the key held
+// on the store until d has passed from the acquisition, and releases it at
+// once when d has already passed. It keeps a scheduled job from running
+// twice in one period when instances' clocks and schedules are apart:
+// every instance's TryLock in the period finds the key held. The lapse is
+// intended: it is not a loss, not logged or counted as one. The lease
+// asked for is at least d, so that a holder that dies still keeps the key
+// that long. Every client of a key should give it the same minimum.
+// URL parameter: minhold=1m.
+func WithMinHold(d time.Duration) Option { return func(o *options) { o.minHold = d } }
+
+// WithMaxHold gives every hold a maximum duration d: once d has passed from
+// the acquisition, the watchdog stops renewing the hold and releases it;
+// Done is closed and Err matches ErrLockLost and ErrMaxHoldReached. It
+// bounds what a holder stuck in a loop can keep from others. URL
+// parameter: maxhold=10m.
+func WithMaxHold(d time.Duration) Option { return func(o *options) { o.maxHold = d } }
 
 func (o options) validate(lim driver.Limits) error {
 	if o.metaSet {

@@ -29,7 +29,7 @@
 //
 // # Optional interfaces
 //
-// A Locker may also implement these six, which the portable layer checks
+// A Locker may also implement these seven, which the portable layer checks
 // with a type assertion and does without:
 //
 //   - [Acquirer]: a blocking, queue-based acquire (etcd, ZooKeeper, Redis). When
@@ -49,6 +49,9 @@
 //     batched renewal in flight before it releases.
 //   - [LossNotifier]: calls back when a hold is lost, so that the portable
 //     layer needs no goroutine per hold to wait on Hold.Lost.
+//   - [Lapser]: ends a hold while its key stays held for a while, for a
+//     minimum hold (dlock.WithMinHold). Without it, a minimum hold is
+//     refused.
 //
 // The conformance suite checks the promises of the optional interfaces a
 // driver has (each RenewBatch answer is its own hold's; a late
@@ -91,6 +94,15 @@ type Request struct {
 	// driver stores it with the lock, for Inspect to report; it plays no
 	// part in ownership checks.
 	Meta string
+	// MinHold, when not zero, is the hold's minimum duration
+	// (dlock.WithMinHold): its key must stay held on the store until
+	// MinHold has passed from the grant, whether the holder releases early
+	// (the portable layer then calls Lapser.ReleaseAfter), closes its
+	// Locker, or dies. The portable layer already asks a lease of at least
+	// MinHold (TTL is raised to it, within Limits); a driver whose keys
+	// live only as long as a session must keep the minimum some other way
+	// (see Lapser).
+	MinHold time.Duration
 }
 
 // DriftAllowance is what the portable layer takes off every validity
@@ -276,6 +288,24 @@ type OwnerCheckedRenewer interface {
 // hold ends otherwise.
 type LossNotifier interface {
 	OnLost(h Hold, f func()) (stop func() bool)
+}
+
+// Lapser is implemented by drivers that can let a hold lapse: end it for
+// its holder while its key stays held on the store for a given time, then
+// frees itself as a release would, whatever becomes of the holder's
+// process, connection or session in between. The portable layer calls it
+// for a hold made with dlock.WithMinHold that is unlocked (or whose Locker
+// is closed) before its minimum has passed; a Mutex with a minimum hold
+// on a driver without it is refused with ErrInvalidOption.
+type Lapser interface {
+	// ReleaseAfter leaves h's key held for d more (rounded up to what the
+	// store can express, never down), then free: waiters are woken when
+	// it frees, or retry at the remaining lease a HeldError reported. It
+	// is owner-checked as Release is: if h is no longer the key's hold it
+	// changes nothing and returns an error wrapping ErrNotHeld. After it
+	// returns, the driver keeps nothing of h: closing the driver must not
+	// free the key early.
+	ReleaseAfter(ctx context.Context, h Hold, d time.Duration) error
 }
 
 // Info is what the server knows of a key: the answer to Inspect.

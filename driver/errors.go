@@ -70,4 +70,8 @@ var (
 	// attempted (auto-renew off and no Renew, or a process paused past its
 	// lease before the watchdog could run).
 	ErrLeaseExpired = errors.New("dlock: lease expired unrenewed")
+	// ErrMaxHoldReached: the hold reached its maximum duration
+	// (dlock.WithMaxHold); the watchdog stopped renewing it and it was
+	// released.
+	ErrMaxHoldReached = errors.New("dlock: maximum hold reached")
 )
