@@ -118,8 +118,14 @@ type incarnation struct {
 // when the queue was empty and the lock is held.
 func (d *drv) enqueue(ctx context.Context, req driver.Request) (*hold, incarnation, error) {
 	q := d.queue(req.Key)
+	// own is a lease of this entry's own, granted when the name the shared
+	// lease gives it is taken by a lapsing entry (see ReleaseAfter).
+	var own *lease
 	for retried := false; ; retried = true {
-		l, err := d.leases.get(ctx, req.TTL)
+		l, err := own, error(nil)
+		if l == nil {
+			l, err = d.leases.get(ctx, req.TTL)
+		}
 		if err != nil {
 			return nil, incarnation{}, mapErr(ctx, err)
 		}
@@ -144,12 +150,20 @@ func (d *drv) enqueue(ctx context.Context, req driver.Request) (*hold, incarnati
 			d.leases.put(l)
 			continue
 		}
+		if err == nil && !resp.Succeeded && l.shared && lapsed(resp, l) {
+			d.leases.put(l)
+			if own, err = d.leases.grant(ctx, seconds(req.TTL)); err != nil {
+				return nil, incarnation{}, mapErr(ctx, err)
+			}
+			continue
+		}
 		if leaseGone(err) {
 			d.leases.dead(l)
 			if !retried {
 				if l.shared {
 					d.leases.put(l)
 				}
+				own = nil
 				continue
 			}
 		}

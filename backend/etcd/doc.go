@@ -190,6 +190,32 @@
 // passed since the lease was last extended. Surplus idle leases are left
 // to expire; Close revokes the rest and the shared ones.
 //
+// # Minimum hold
+//
+// A hold with a minimum (dlock.WithMinHold) released early lapses
+// (driver.Lapser): ReleaseAfter grants a lease of the time left, rounded
+// up to whole seconds (and raised by the server to its minimum lease, 2s
+// with the default election timeout), and one transaction guarded by the
+// entry's create revision puts the entry onto it. A put keeps the create
+// revision, so the entry stays at the head of the queue with its token,
+// and the waiters, which watch for deletions, go on waiting; when the
+// lease expires the server deletes the entry and the next waiter is
+// granted, as after a release. The lease is no longer the Locker's: it is
+// never kept alive, and neither Close (which revokes the Locker's leases)
+// nor the expiry of the Locker's shared lease ends it. etcd expires a
+// lease no sooner than its TTL after the grant (the leader checks about
+// every 500ms, and a new leader restarts every lease's TTL), so the key
+// stays held at least the time asked, and up to about a second more, or a
+// TTL more across a leader change. A hold that is no longer the holder
+// (broken, expired) is left alone and ErrNotHeld returned. Should the
+// transaction's outcome stay unknown, the entry stays on the hold's own
+// lease, no longer renewed (per hold: it runs out after its TTL, at least
+// the minimum), or on the shared lease until the sweep deletes it once the
+// time has passed (there, Close before then frees it early). While an
+// entry of its lapses, the same Locker queueing for the key again puts its
+// entry on a lease of its own: the shared lease would name it as the
+// lapsing entry.
+//
 // # What is taken from concurrency, and what is not
 //
 // The queue is concurrency.Mutex's: entries under a prefix, the smallest

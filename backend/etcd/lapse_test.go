@@ -1,0 +1,136 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// peerDriver opens another driver, with a client of its own, on d's
+// prefix: another process contending for d's keys.
+func peerDriver(t *testing.T, d *drv) *drv {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: d.cli.Endpoints(), DialTimeout: DefaultDialTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newDriver(cli, Config{Prefix: d.prefix}, true)
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// A lapsing hold keeps its key held for d after ReleaseAfter, also once
+// its driver is closed (which revokes the driver's leases), then frees it:
+// a waiter blocked in Acquire is granted.
+func TestReleaseAfterHoldsThenFrees(t *testing.T) {
+	d1 := testDriver(t)
+	d2 := peerDriver(t, d1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req := driver.Request{Key: "lapse", TTL: 10 * time.Second, Owner: owner()}
+	h, err := d1.TryAcquire(ctx, req)
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	const lapse = 3 * time.Second
+	start := time.Now()
+	if err := d1.ReleaseAfter(ctx, h, lapse); err != nil {
+		t.Fatalf("ReleaseAfter: %v", err)
+	}
+	if err := d1.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	other := driver.Request{Key: "lapse", TTL: 10 * time.Second, Owner: owner()}
+	if _, err := d2.TryAcquire(ctx, other); !errors.Is(err, driver.ErrNotAcquired) {
+		t.Fatalf("TryAcquire during the lapse, after the releasing driver closed: %v; want ErrNotAcquired", err)
+	}
+	h2, err := d2.Acquire(ctx, other)
+	if err != nil {
+		t.Fatalf("Acquire after the lapse: %v", err)
+	}
+	if took := time.Since(start); took < lapse {
+		t.Fatalf("granted %v after ReleaseAfter(%v): the lapse ended early", took, lapse)
+	}
+	if h2.Token <= h.Token {
+		t.Fatalf("token %d after the lapse, not above the lapsed hold's %d", h2.Token, h.Token)
+	}
+	if err := d2.Release(ctx, h2); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
+
+// The Locker that let a hold lapse can queue for the same key during the
+// lapse (its shared lease would give its entry the lapsing entry's name):
+// it waits, and is granted once the lapse ends.
+func TestReleaseAfterSameLockerWaits(t *testing.T) {
+	d := testDriver(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req := driver.Request{Key: "again", TTL: 10 * time.Second, Owner: owner()}
+	h, err := d.TryAcquire(ctx, req)
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	const lapse = 2 * time.Second
+	start := time.Now()
+	if err := d.ReleaseAfter(ctx, h, lapse); err != nil {
+		t.Fatalf("ReleaseAfter: %v", err)
+	}
+	req.Owner = owner()
+	if _, err := d.TryAcquire(ctx, req); !errors.Is(err, driver.ErrNotAcquired) {
+		t.Fatalf("TryAcquire during the lapse: %v; want ErrNotAcquired", err)
+	}
+	h2, err := d.Acquire(ctx, req)
+	if err != nil {
+		t.Fatalf("Acquire during the lapse: %v", err)
+	}
+	if took := time.Since(start); took < lapse {
+		t.Fatalf("granted %v after ReleaseAfter(%v): the lapse ended early", took, lapse)
+	}
+	if err := d.Release(ctx, h2); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
+
+// ReleaseAfter of a hold broken from outside changes nothing: the key's
+// next holder keeps its entry, on its own lease, and the call says
+// ErrNotHeld.
+func TestReleaseAfterBroken(t *testing.T) {
+	d1 := testDriver(t)
+	d2 := peerDriver(t, d1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := d1.TryAcquire(ctx, driver.Request{Key: "broken", TTL: 10 * time.Second, Owner: owner()})
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	if _, err := d2.Break(ctx, "broken"); err != nil {
+		t.Fatalf("Break: %v", err)
+	}
+	h2, err := d2.TryAcquire(ctx, driver.Request{Key: "broken", TTL: 10 * time.Second, Owner: owner()})
+	if err != nil {
+		t.Fatalf("TryAcquire after Break: %v", err)
+	}
+	if err := d1.ReleaseAfter(ctx, h, 3*time.Second); !errors.Is(err, driver.ErrNotHeld) {
+		t.Fatalf("ReleaseAfter of a broken hold: %v; want ErrNotHeld", err)
+	}
+	e2 := h2.State.(*hold)
+	resp, err := d2.cli.Get(ctx, e2.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 1 || resp.Kvs[0].CreateRevision != e2.rev || clientv3.LeaseID(resp.Kvs[0].Lease) != e2.lease.id {
+		t.Fatalf("the next holder's entry was changed by a stale ReleaseAfter: %v", resp.Kvs)
+	}
+	if n, err := d2.cli.Get(ctx, e2.queue, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || n.Count != 1 {
+		t.Fatalf("the queue holds %v entries (%v) after a stale ReleaseAfter; want the next holder's only", n.Count, err)
+	}
+	if err := d2.Release(ctx, h2); err != nil {
+		t.Fatalf("Release of the next holder: %v", err)
+	}
+}
