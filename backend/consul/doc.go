@@ -141,6 +141,28 @@
 // long (plus the lock-delay). The conformance capabilities declare this as ExpiryGrace =
 // TTL.
 //
+// # Minimum hold
+//
+// A hold with a minimum (dlock.WithMinHold) released early lapses
+// (driver.Lapser): ReleaseAfter reads the key (is it still the hold's?),
+// creates a lapse session (TTL the time left rounded up to whole seconds,
+// at least Consul's 10s minimum; behavior=delete; no lock-delay; never
+// renewed) and hands the key over in one transaction [check-session,
+// check-index at the hold's token, unlock with the hold's session, lock
+// with the lapse session], keeping its value. Three round trips. The lapse
+// session is not the Locker's, so Close, which destroys the Locker's
+// sessions, leaves it and the key alone. When Consul ends it, the key is
+// deleted and the waiters' blocking queries wake, as after a crash, with
+// no lock-delay. Consul ends a session no sooner than its TTL but, as
+// said above, may wait up to twice the TTL (the dev agent and current
+// servers always do): a key given a lapse of d stays held from
+// max(d, 10s) up to 2 x max(d, 10s). A hold that is no longer the key's
+// (broken, expired) is left alone and ErrNotHeld returned. If the
+// hand-over fails (the agent does not answer), the key stays with the
+// hold's session: a session of its own is no longer renewed and ends
+// within its TTL (at least the minimum hold); a shared one deletes the key
+// at its sweep once the time has passed, or at Close if that comes first.
+//
 // # Lock-delay
 //
 // When a session ends while it holds a key (its TTL ran out, or it was
