@@ -23,6 +23,10 @@ type attempt struct {
 	req     driver.Request
 	keyPath string // the key's znode, parent of the lock nodes
 	guid    string // in our node's name, to find it again after a lost reply: the Owner, then new for every new node
+	// seen is when our node was known to exist (its create answered, or
+	// the node found): no earlier than its ctime, in our clock (see
+	// minHeld).
+	seen time.Time
 }
 
 func (d *zkDriver) newAttempt(req driver.Request) (*attempt, error) {
@@ -245,6 +249,24 @@ func (d *zkDriver) queue(ctx context.Context, a *attempt, path string, created t
 		switch {
 		case !found:
 			return driver.Hold{}, errVanished
+		case pred == "" && hasMinHold(children):
+			// The key's minimum-hold marker: the key may still be held by
+			// the minimum of a hold that ended (see lapse.go).
+			left, err := d.minHeld(ctx, a, own.st, a.req.MinHold > 0)
+			if err != nil {
+				return driver.Hold{}, err
+			}
+			if left <= 0 {
+				return d.grant(ctx, a, path, own, sent)
+			}
+			if !wait {
+				return driver.Hold{}, &driver.HeldError{Remaining: left}
+			}
+			queued = true
+			if err := d.pause(ctx, left); err != nil {
+				return driver.Hold{}, err
+			}
+			continue
 		case pred == "":
 			return d.grant(ctx, a, path, own, sent)
 		case !wait:
@@ -347,6 +369,17 @@ func (d *zkDriver) grant(ctx context.Context, a *attempt, path string, own *exis
 				time.Since(again).Round(time.Millisecond)))
 		}
 		sent = again
+	}
+	if a.req.MinHold > 0 {
+		// The marker keeps the key held until the minimum has passed,
+		// also if our session ends first; written only while our node
+		// exists, so never for a hold that was not granted.
+		if err := d.markMinHold(ctx, a.keyPath, path, a.req.MinHold); err != nil {
+			if errors.Is(err, driver.ErrNotHeld) {
+				return driver.Hold{}, errVanished
+			}
+			return driver.Hold{}, err
+		}
 	}
 	h := newHold(d, path, st, a.req.TTL, own.ch, own.armed, sent)
 	return driver.Hold{Token: uint64(st.Czxid), TTL: a.req.TTL, Since: sent, Lost: h.lost.Chan(), State: h}, nil

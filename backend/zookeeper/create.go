@@ -32,6 +32,7 @@ func (d *zkDriver) create(ctx context.Context, a *attempt) (path string, sent ti
 		path, err := d.createOnce(ctx, a)
 		switch {
 		case err == nil:
+			a.seen = time.Now()
 			return path, sent, nil
 		case errors.Is(err, zk.ErrNoNode) && tries < 4:
 			if err := d.ensureKey(ctx, a.keyPath); err != nil {
@@ -44,6 +45,7 @@ func (d *zkDriver) create(ctx context.Context, a *attempt) (path string, sent ti
 				return "", time.Time{}, err
 			}
 			if path != "" {
+				a.seen = time.Now()
 				return path, time.Time{}, nil
 			}
 		default:

@@ -201,6 +201,50 @@
 // the loss signal can find the lock handed on that much before its
 // Lease().Expires. Fencing tokens protect the resource in every case.
 //
+// # Minimum hold
+//
+// A lock node dies with its session, so a minimum hold (dlock.WithMinHold)
+// is kept by a marker that outlives it: a persistent child of the key's
+// znode, "_minhold-lock-999999999", whose data is the minimum in
+// milliseconds ("dlock minhold ms=MS"). The key is held until the
+// marker's mtime plus that minimum, both times from the leader's clock.
+//
+//   - A hold granted with Request.MinHold writes the marker as it is
+//     granted: one multi [check our node, set (or create) the marker]
+//     after the listing that showed our node first, so its mtime is no
+//     earlier than the grant, and it is written only while our node, and
+//     so our session, lives. If the holder's session ends (the process
+//     died, or it was cut off), the marker still holds the key until the
+//     minimum has passed from the grant. One more round trip for such a
+//     hold; none for the others.
+//   - ReleaseAfter (driver.Lapser) is one multi [check our node, set the
+//     marker to the time left, rounded up to the millisecond, delete our
+//     node]: if our node is gone (broken, expired) nothing is written and
+//     the error wraps ErrNotHeld. After it the driver keeps nothing: Close
+//     ends the session, which no longer has the node.
+//   - The next in the queue is woken by the deletion as usual. The listing
+//     that shows its node first also shows the marker, if any (without a
+//     marker, a grant costs nothing more); it then reads the marker and
+//     works out, from its own node's ctime (leader clock) and when it saw
+//     its create answered (its own clock), a local instant no earlier than
+//     the marker's end: seen + (mtime + minimum + 1ms - ctime). A waiter
+//     keeps its place at the head of the queue and waits for that instant
+//     on a timer (no polling), then lists again; TryLock deletes its node
+//     and reports the key held with that time left. Whoever finds the
+//     marker run out deletes it (guarded by its version); a holder with a
+//     minimum of its own writes it again instead.
+//   - Caveats: the two leader-clock times may come from two leaders (a
+//     leader change between the marker's write and the waiter's create),
+//     so a step between their clocks lengthens or shortens the minimum by
+//     that much; the waiter's estimate adds the latency of its create.
+//     A marker written by a multi whose answer was lost, after which the
+//     grant or release failed, still holds the key for its minimum.
+//     Inspect reads the queue only: a key held by a marker alone reads as
+//     free, while Lock and TryLock wait or refuse. Break deletes the
+//     marker along with the lowest node. go-zookeeper's zk.Lock and
+//     Curator sort the marker after every lock node (they read the digits
+//     after "lock-") and do not honour it.
+//
 // # Failover, rollback, clocks and partitions
 //
 //   - Leader failover: exclusion and token order hold. Sessions survive

@@ -96,6 +96,10 @@ func (c *zkConn) Delete(path string, version int32) error {
 	return err
 }
 
+func (c *zkConn) Multi(ops ...any) ([]zk.MultiResponse, error) {
+	return tracked(c, func() ([]zk.MultiResponse, error) { return c.Conn.Multi(ops...) })
+}
+
 // reply carries the results of one request through tracked.
 type reply struct {
 	children []string

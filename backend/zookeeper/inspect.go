@@ -56,7 +56,8 @@ func (d *zkDriver) Inspect(ctx context.Context, key string) (driver.Info, error)
 // leaves the others queued: the next is granted (it watches the node just
 // before its own) with a higher czxid. The broken holder's watch on its
 // node, or failing that its next renewal, finds the node gone and closes
-// its Done with ErrLockLost.
+// its Done with ErrLockLost. The key's minimum-hold marker, if any, is
+// deleted too (see lapse.go): a broken key is free for the next in line.
 func (d *zkDriver) Break(ctx context.Context, key string) (driver.Info, error) {
 	if err := d.check(ctx); err != nil {
 		return driver.Info{}, err
@@ -64,12 +65,15 @@ func (d *zkDriver) Break(ctx context.Context, key string) (driver.Info, error) {
 	for {
 		info, path, err := d.inspect(ctx, key)
 		if err != nil || !info.Held {
+			if err == nil {
+				err = d.dropMinHold(ctx, key)
+			}
 			return info, err
 		}
 		_, err = call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(path, -1) })
 		switch {
 		case err == nil:
-			return info, nil
+			return info, d.dropMinHold(ctx, key)
 		case errors.Is(err, zk.ErrNoNode):
 			// Released meanwhile: look again.
 		default:
