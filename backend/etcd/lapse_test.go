@@ -28,7 +28,15 @@ func peerDriver(t *testing.T, d *drv) *drv {
 // its driver is closed (which revokes the driver's leases), then frees it:
 // a waiter blocked in Acquire is granted.
 func TestReleaseAfterHoldsThenFrees(t *testing.T) {
+	t.Run("shared", func(t *testing.T) { testReleaseAfterHoldsThenFrees(t, false) })
+	t.Run("per-hold", func(t *testing.T) { testReleaseAfterHoldsThenFrees(t, true) })
+}
+
+func testReleaseAfterHoldsThenFrees(t *testing.T, perHold bool) {
 	d1 := testDriver(t)
+	if perHold { // Config.LeasePerHold, before any lease is granted
+		d1.leases = newLeasePool(d1.cli, false)
+	}
 	d2 := peerDriver(t, d1)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
