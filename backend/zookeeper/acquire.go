@@ -374,7 +374,7 @@ func (d *zkDriver) grant(ctx context.Context, a *attempt, path string, own *exis
 		// The marker keeps the key held until the minimum has passed,
 		// also if our session ends first; written only while our node
 		// exists, so never for a hold that was not granted.
-		if err := d.markMinHold(ctx, a.keyPath, path, a.req.MinHold); err != nil {
+		if err := d.markMinHold(ctx, a.keyPath, path, a.req.MinHold, st.Czxid); err != nil {
 			if errors.Is(err, driver.ErrNotHeld) {
 				return driver.Hold{}, errVanished
 			}

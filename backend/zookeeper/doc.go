@@ -239,9 +239,10 @@
 //     that much; the waiter's estimate adds the latency of its create.
 //     A marker written by a multi whose answer was lost, after which the
 //     grant or release failed, still holds the key for its minimum.
-//     Inspect reads the queue only: a key held by a marker alone reads as
-//     free, while Lock and TryLock wait or refuse. Break deletes the
-//     marker along with the lowest node. go-zookeeper's zk.Lock and
+//     Inspect reports a key held by a marker alone as held, by the token
+//     the marker names, with a Remaining read against the client's own
+//     clock (an estimate, off by the clock skew between client and
+//     leader). Break deletes the marker along with the lowest node. go-zookeeper's zk.Lock and
 //     Curator sort the marker after every lock node (they read the digits
 //     after "lock-") and do not honour it.
 //

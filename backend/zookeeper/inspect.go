@@ -43,7 +43,10 @@ func parseData(b []byte) (ttl time.Duration, meta string, ok bool) {
 // the nodes behind it. ZooKeeper keeps no lease end for a node: Remaining
 // is the holder's TTL (its session timeout), the longest the node can
 // still outlive a holder the server no longer hears from (0 for a node of
-// another recipe). It changes nothing.
+// another recipe). A key whose queue is empty but whose minimum-hold
+// marker still runs (see lapse.go) reads as held by the hold the marker
+// names, Remaining estimated against this client's clock. It changes
+// nothing.
 func (d *zkDriver) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	if err := d.check(ctx); err != nil {
 		return driver.Info{}, err
@@ -64,7 +67,7 @@ func (d *zkDriver) Break(ctx context.Context, key string) (driver.Info, error) {
 	}
 	for {
 		info, path, err := d.inspect(ctx, key)
-		if err != nil || !info.Held {
+		if err != nil || path == "" { // free, or held by a minimum alone
 			if err == nil {
 				err = d.dropMinHold(ctx, key)
 			}
@@ -97,6 +100,10 @@ func (d *zkDriver) inspect(ctx context.Context, key string) (driver.Info, string
 			return driver.Info{}, "", d.fail("list", err)
 		}
 		q := queue(children)
+		if len(q) == 0 && hasMinHold(children) {
+			info, err := d.minHoldInfo(ctx, keyPath)
+			return info, "", err
+		}
 		if len(q) == 0 {
 			return driver.Info{Waiters: 0}, "", nil
 		}

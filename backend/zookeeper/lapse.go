@@ -25,24 +25,27 @@ var _ driver.Lapser = (*zkDriver)(nil)
 // it).
 const minHoldName = "_minhold-lock-999999999"
 
-// minHoldPrefix starts a marker's data: "dlock minhold ms=MS".
+// minHoldPrefix starts a marker's data: "dlock minhold ms=MS", a newline
+// and the token (czxid) of the hold whose minimum it keeps, for Inspect.
 const minHoldPrefix = "dlock minhold ms="
 
 // minHoldData is a marker's data for a minimum of d, rounded up to the
-// millisecond.
-func minHoldData(d time.Duration) []byte {
+// millisecond, kept for the hold with token.
+func minHoldData(d time.Duration, token int64) []byte {
 	ms := (d + time.Millisecond - 1) / time.Millisecond
-	return []byte(minHoldPrefix + strconv.FormatInt(int64(ms), 10))
+	return []byte(minHoldPrefix + strconv.FormatInt(int64(ms), 10) + "\n" + strconv.FormatInt(token, 10))
 }
 
 // parseMinHold reads minHoldData; ok is false for anything else.
-func parseMinHold(b []byte) (time.Duration, bool) {
+func parseMinHold(b []byte) (least time.Duration, token int64, ok bool) {
 	s, found := strings.CutPrefix(string(b), minHoldPrefix)
-	n, err := strconv.ParseInt(s, 10, 64)
+	ms, tok, _ := strings.Cut(s, "\n")
+	n, err := strconv.ParseInt(ms, 10, 64)
 	if !found || err != nil || n < 0 {
-		return 0, false
+		return 0, 0, false
 	}
-	return time.Duration(n) * time.Millisecond, true
+	token, _ = strconv.ParseInt(tok, 10, 64)
+	return time.Duration(n) * time.Millisecond, token, true
 }
 
 // hasMinHold reports whether a listing of a key's znode shows its marker.
@@ -82,7 +85,7 @@ func (d *zkDriver) minHeld(ctx context.Context, a *attempt, own *zk.Stat, keep b
 	if err != nil {
 		return 0, d.fail("read the minimum hold", err)
 	}
-	least, ok := parseMinHold(g.data)
+	least, _, ok := parseMinHold(g.data)
 	if !ok {
 		return 0, nil
 	}
@@ -103,9 +106,9 @@ func (d *zkDriver) minHeld(ctx context.Context, a *attempt, own *zk.Stat, keep b
 // at path still exists: one multi, [check our node, set or create the
 // marker, ops...]. It reports ErrNotHeld when our node is gone, and
 // changes nothing then.
-func (d *zkDriver) markMinHold(ctx context.Context, keyPath, path string, least time.Duration, ops ...any) error {
+func (d *zkDriver) markMinHold(ctx context.Context, keyPath, path string, least time.Duration, token int64, ops ...any) error {
 	marker := keyPath + "/" + minHoldName
-	data := minHoldData(least)
+	data := minHoldData(least, token)
 	create := false // the marker is usually there: set it first
 	for tries := 0; ; tries++ {
 		var write any = &zk.SetDataRequest{Path: marker, Data: data, Version: -1}
@@ -142,6 +145,34 @@ func (d *zkDriver) dropMinHold(ctx context.Context, key string) error {
 	return nil
 }
 
+// minHoldInfo is Inspect's answer for a key whose queue is empty but whose
+// listing shows its marker: held while the marker runs, by the hold it
+// names. The marker's end is a leader-clock time and there is no node of
+// ours to measure it against, so Remaining is read against this client's
+// clock: an estimate, off by the skew between the two.
+func (d *zkDriver) minHoldInfo(ctx context.Context, keyPath string) (driver.Info, error) {
+	type got struct {
+		data []byte
+		st   *zk.Stat
+	}
+	g, err := call(ctx, func() (got, error) {
+		data, st, err := d.conn.Get(keyPath + "/" + minHoldName)
+		return got{data, st}, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return driver.Info{}, nil
+	}
+	if err != nil {
+		return driver.Info{}, d.fail("read the minimum hold", err)
+	}
+	least, token, ok := parseMinHold(g.data)
+	left := time.Until(time.UnixMilli(g.st.Mtime).Add(least))
+	if !ok || left <= 0 {
+		return driver.Info{}, nil
+	}
+	return driver.Info{Held: true, Token: uint64(token), Remaining: left}, nil
+}
+
 // ReleaseAfter lets h lapse: one multi [check our node, set the key's
 // marker to d (rounded up to the millisecond) from now, delete our node],
 // so that the node goes and the marker keeps the key held in its place,
@@ -169,7 +200,7 @@ func (d *zkDriver) ReleaseAfter(ctx context.Context, dh driver.Hold, dur time.Du
 		return err
 	}
 	keyPath := h.path[:strings.LastIndexByte(h.path, '/')]
-	err = d.markMinHold(ctx, keyPath, h.path, dur, &zk.DeleteRequest{Path: h.path, Version: -1})
+	err = d.markMinHold(ctx, keyPath, h.path, dur, int64(dh.Token), &zk.DeleteRequest{Path: h.path, Version: -1})
 	if err != nil && !errors.Is(err, driver.ErrNotHeld) {
 		d.clean.node(h.path, h.sid)
 	}

@@ -59,6 +59,9 @@ func TestReleaseAfterHoldsThenFrees(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	wantHeld(t, ctx, d2, key, "during the lapse, after the releasing driver closed")
+	if info, err := d2.Inspect(ctx, key); err != nil || !info.Held || info.Token != h.Token || info.Remaining <= 0 {
+		t.Fatalf("Inspect during the lapse: %+v, %v; want held by token %d, with time left", info, err, h.Token)
+	}
 	h2, err := d2.Acquire(ctx, lapseRequest(key, 0))
 	if err != nil {
 		t.Fatalf("Acquire after the lapse: %v", err)
@@ -186,4 +189,12 @@ func TestBreakEndsLapse(t *testing.T) {
 		t.Fatalf("TryAcquire after Break of a lapsing key: %v", err)
 	}
 	_ = d2.Release(ctx, h2)
+}
+
+// The marker is no lock node: dlock's queue leaves it out.
+func TestMinHoldMarkerNotQueued(t *testing.T) {
+	q := queue([]string{minHoldName, "_c_" + newGUID() + lockInfix + "0000000007"})
+	if len(q) != 1 || q[0].name == minHoldName {
+		t.Fatalf("queue with the marker: %v; want the lock node only", q)
+	}
 }
