@@ -215,8 +215,8 @@
 //     earlier than the grant, and it is written only while our node, and
 //     so our session, lives. If the holder's session ends (the process
 //     died, or it was cut off), the marker still holds the key until the
-//     minimum has passed from the grant. One more round trip for such a
-//     hold; none for the others.
+//     minimum has passed from the grant; a plain Release keeps it too.
+//     One more round trip for such a hold; none for the others.
 //   - ReleaseAfter (driver.Lapser) is one multi [check our node, set the
 //     marker to the time left, rounded up to the millisecond, delete our
 //     node]: if our node is gone (broken, expired) nothing is written and
@@ -243,8 +243,10 @@
 //     the marker names, with a Remaining read against the client's own
 //     clock (an estimate, off by the clock skew between client and
 //     leader). Break deletes the marker along with the lowest node. go-zookeeper's zk.Lock and
-//     Curator sort the marker after every lock node (they read the digits
-//     after "lock-") and do not honour it.
+//     Curator, which read the digits after "lock-", sort the marker after
+//     every lock node while the key's sequence numbers stay below
+//     999999999 (zk.Lock would then wait for the marker to go), and do
+//     not honour it.
 //
 // # Failover, rollback, clocks and partitions
 //

@@ -21,8 +21,8 @@ var _ driver.Lapser = (*zkDriver)(nil)
 // of the session that wrote it. dlock's queue ignores it (fewer than the
 // ten digits of a sequence number after "lock-"); go-zookeeper's zk.Lock
 // and Curator, which read the digits after "lock-" as its sequence, sort
-// it after every lock node, so it never blocks them (nor do they honour
-// it).
+// it after every lock node numbered below 999999999, so it does not block
+// them (nor do they honour it).
 const minHoldName = "_minhold-lock-999999999"
 
 // minHoldPrefix starts a marker's data: "dlock minhold ms=MS", a newline
