@@ -287,9 +287,30 @@ func (lw *lineWatch) headLocked(poke bool) {
 		close(lw.ch) // the portable layer watches again
 		return
 	}
-	if poke {
+	if poke && !looksHeld(lw.path) {
 		lw.fw.poke()
 	}
+}
+
+// looksHeld reads the head of the state file at path without its flock,
+// and reports whether it shows a live lease: a Lock that gets to the
+// front of the line just after the one before it took the key need not
+// try (a whole flocked read-modify-write) to learn that it is held. Its
+// watch is already set up, so the release to come wakes it; when the file
+// cannot be read or parsed (a write under way, a v1 file) it tries.
+func looksHeld(path string) bool {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var buf [headMax]byte
+	n, err := preadFull(fd, buf[:])
+	if err != nil {
+		return false
+	}
+	s, ok := parseHead(buf[:n])
+	return ok && s.heldAt(time.Now())
 }
 
 // fail breaks lw's watch when its wait cannot go on: the portable layer

@@ -13,11 +13,11 @@ import (
 
 // mutexes returns n Mutexes on key, each of a Locker of its own on dir
 // (its own descriptors and inotify instance, as n processes would have).
-func mutexes(t *testing.T, dir, key string, n int) []*dlock.Mutex {
+func mutexes(t *testing.T, dir, key string, n int, opts ...dlock.Option) []*dlock.Mutex {
 	t.Helper()
 	ms := make([]*dlock.Mutex, n)
 	for i := range ms {
-		l, err := file.New(dir)
+		l, err := file.New(dir, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
