@@ -55,18 +55,25 @@
 // has none yet), all under the same flock: nobody takes the key ahead of
 // a Lock that was waiting, not even its releaser locking again.
 //
-// A Lock with a ticket before its own sleeps in the kernel: it asks for a
-// read lock on the nearest live ticket before its own (F_OFD_SETLKW), which
-// the kernel grants when that ticket goes (its Lock took the key or gave
-// up, or its process ended: the kernel drops the locks of a descriptor
-// closed by exit or kill). It then looks again, and once no ticket is
-// before its own it is first in line: it watches the state file with
-// inotify(7) (one inotify instance per Locker) and tries. So a release
-// wakes one process, the first in line; the others do not run at all, and
-// the work per acquisition does not grow with the number of waiters. A
-// Lock that takes the key, or gives up, closes its ticket's descriptor,
-// which wakes the Lock after it. Inspect's Waiters counts the live
-// tickets.
+// Each ticket also has a doorbell: a FIFO named after the queue file and
+// the ticket's number, whose read end its Lock keeps open while in line.
+// A Lock with a live ticket before its own opens the doorbell of the
+// nearest one for writing, in Go's poller, and sleeps: when that ticket's
+// Lock leaves the line (it took the key or gave up, and closed its ticket
+// first, then its doorbell) or its process ends (the kernel closes its
+// descriptors, which drops the ticket's lock too), the FIFO has no reader
+// left and the kernel wakes the one writer. It then looks again, and once
+// no ticket is before its own it is first in line: it watches the state
+// file with inotify(7) (one inotify instance per Locker) and tries if the
+// key reads free. So a release wakes one process, the first in line, and
+// leaving the line wakes one, the next; the others do not run at all, and
+// the work per acquisition does not grow with the number of waiters.
+// Where there is no doorbell to ring (one that could not be made), the
+// Lock waits in the kernel for the ticket's lock itself (F_OFD_SETLKW), at
+// the cost of a thread blocked in a system call. A doorbell left by a
+// process that ended is removed by the Lock that was waiting on it; one
+// left at the back of the line stays as a name in the directory.
+// Inspect's Waiters counts the live tickets.
 //
 // What a file cannot do is hand the key over, as the Redis queue does:
 // no process is there to grant it when its holder's lease simply runs

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,8 +16,8 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// The line: waiting Locks take tickets, and wait in the kernel for the
-// ticket before theirs to go. See "Waiting" in the package doc.
+// The line: waiting Locks take tickets, and wait for the ticket before
+// theirs to go. See "Waiting" in the package doc.
 //
 // A key's queue file ("q" + its state file's name with ".queue" for
 // ".lock") holds the last ticket given, as 20 digits; ticket t is the
@@ -47,7 +48,9 @@ type lineWatch struct {
 	broken bool       // ch closed by the line itself (not by fw)
 	ticket int64      // 0 until the first refused attempt
 	tfd    int        // the queue file, holding the ticket's lock; -1 without
+	bell   int        // the read end of the ticket's doorbell; -1 without
 	fw     *fileWatch // the state file's inotify watch, once first in line
+	ring   *os.File   // the doorbell of the ticket waited on, while waiting
 }
 
 // WatchLock (driver.LockWatcher) returns the watch of a Lock about to
@@ -59,7 +62,7 @@ func (d *fileDriver) WatchLock(ctx context.Context, key string) (driver.Watch, e
 		return nil, err
 	}
 	lw := &lineWatch{d: d, key: key, path: d.path(key), qpath: filepath.Join(d.dir, queueName(key)),
-		ch: make(chan struct{}, 1), tfd: -1}
+		ch: make(chan struct{}, 1), tfd: -1, bell: -1}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.lines[key] != nil { // the portable layer's gate makes this impossible
@@ -183,6 +186,7 @@ func (lw *lineWatch) join() error {
 		return unavailable(lw.qpath, "ticket", err)
 	}
 	lw.tfd, lw.ticket = fd, t
+	lw.bell = openBell(bellPath(lw.qpath, t))
 	if _, ahead, err := probe(fd, 1, t-1); err == nil && !ahead {
 		// First in line: watch the state file now, under its flock, so
 		// that the release to come is seen.
@@ -214,14 +218,17 @@ func nextTicket(fd int) (int64, error) {
 	return last + 1, nil
 }
 
-// waitTurn waits, blocked in the kernel, for every ticket before t to go
-// (taken the key, given up, its process ended), one at a time: it asks for
-// a read lock on the nearest live ticket before its own, which is granted
-// when that ticket's write lock goes. Then lw is first in line. It runs in
-// a goroutine of its own, with a descriptor of its own, which it alone
-// closes: a Lock that gives up meanwhile leaves the line at once (its
-// ticket's descriptor is another), and this goroutine ends when the
-// ticket it waits on goes.
+// waitTurn waits for every ticket before t to go (its Lock took the key
+// or gave up, or its process ended), one at a time, nearest first; then
+// lw is first in line. It waits on the doorbell of the nearest ticket
+// before its own: a FIFO whose read end that ticket's Lock keeps open
+// while it is in line, opened here for writing, in Go's poller. When the
+// last reader goes (closed, or with its process), the kernel reports an
+// error on the write end (EPOLLERR), which wakes this goroutine only.
+// Without a doorbell to ring (one that could not be made, or whose
+// reader went just before its ticket), it asks, blocked in the kernel,
+// for a read lock on that ticket, granted when the ticket's write lock
+// goes. It runs in a goroutine of its own; Close ends its wait.
 func (lw *lineWatch) waitTurn(t int64) {
 	fd, err := unix.Open(lw.qpath, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
@@ -230,12 +237,6 @@ func (lw *lineWatch) waitTurn(t int64) {
 	}
 	defer unix.Close(fd)
 	for {
-		lw.mu.Lock()
-		closed := lw.closed
-		lw.mu.Unlock()
-		if closed {
-			return
-		}
 		p, ok, err := nearest(fd, t)
 		if err != nil {
 			lw.fail()
@@ -247,6 +248,18 @@ func (lw *lineWatch) waitTurn(t int64) {
 			lw.mu.Unlock()
 			return
 		}
+		rang, closed := lw.ringBell(bellPath(lw.qpath, p))
+		if closed {
+			return
+		}
+		if rang {
+			if _, live, err := probe(fd, p, 1); err == nil && !live {
+				_ = unix.Unlink(bellPath(lw.qpath, p)) // left behind by a process that ended
+				continue
+			}
+		}
+		// No doorbell, or its reader went before its ticket did: wait in
+		// the kernel for the ticket's lock.
 		lk := unix.Flock_t{Type: unix.F_RDLCK, Whence: io.SeekStart, Start: p, Len: 1}
 		err = unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLKW, &lk)
 		if err != nil && !errors.Is(err, unix.EINTR) {
@@ -255,7 +268,68 @@ func (lw *lineWatch) waitTurn(t int64) {
 		}
 		lk.Type = unix.F_UNLCK
 		_ = unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk)
+		lw.mu.Lock()
+		closed = lw.closed
+		lw.mu.Unlock()
+		if closed {
+			return
+		}
 	}
+}
+
+// bellPath is the doorbell of ticket t in the queue file at qpath.
+func bellPath(qpath string, t int64) string { return qpath + "." + strconv.FormatInt(t, 10) }
+
+// openBell makes the doorbell FIFO at path and opens its read end, which
+// the caller keeps while it is in line; -1 when it cannot (the waiter
+// after it then waits in the kernel on its ticket instead).
+func openBell(path string) int {
+	_ = unix.Unlink(path) // a FIFO left by a process that ended
+	if err := unix.Mkfifo(path, 0o600); err != nil {
+		return -1
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		_ = unix.Unlink(path)
+		return -1
+	}
+	return fd
+}
+
+// ringBell waits until the doorbell at path has no reader left. It
+// reports false at once when there is no doorbell or it already has no
+// reader, and closed when lw was closed meanwhile.
+func (lw *lineWatch) ringBell(path string) (rang, closed bool) {
+	wfd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil { // ENXIO: nobody reads it any more; ENOENT: none
+		return false, false
+	}
+	f := os.NewFile(uintptr(wfd), path) // non-blocking: in Go's poller
+	lw.mu.Lock()
+	if lw.closed {
+		lw.mu.Unlock()
+		f.Close()
+		return false, true
+	}
+	lw.ring = f
+	lw.mu.Unlock()
+	defer func() {
+		lw.mu.Lock()
+		lw.ring = nil
+		closed = lw.closed
+		lw.mu.Unlock()
+		f.Close()
+	}()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false, false
+	}
+	err = rc.Read(func(fd uintptr) bool {
+		pfd := []unix.PollFd{{Fd: int32(fd)}}
+		_, _ = unix.Poll(pfd, 0)
+		return pfd[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0
+	})
+	return err == nil, false
 }
 
 // nearest returns the live ticket nearest before t, if any.
@@ -336,9 +410,12 @@ func (lw *lineWatch) Close() error {
 		return nil
 	}
 	lw.closed = true
-	fd, fw := lw.tfd, lw.fw
-	lw.tfd = -1
+	fd, bell, fw, ring := lw.tfd, lw.bell, lw.fw, lw.ring
+	lw.tfd, lw.bell = -1, -1
 	lw.mu.Unlock()
+	if ring != nil {
+		_ = ring.Close() // ends waitTurn's wait
+	}
 	lw.d.mu.Lock()
 	if lw.d.lines[lw.key] == lw {
 		delete(lw.d.lines, lw.key)
@@ -347,10 +424,17 @@ func (lw *lineWatch) Close() error {
 	if fw != nil {
 		_ = fw.Close()
 	}
+	var err error
 	if fd >= 0 {
-		return unix.Close(fd)
+		// The ticket goes first: the Lock after this one, woken by the
+		// doorbell, must find the ticket gone.
+		err = unix.Close(fd)
 	}
-	return nil
+	if bell >= 0 {
+		_ = unix.Unlink(bellPath(lw.qpath, lw.ticket))
+		_ = unix.Close(bell)
+	}
+	return err
 }
 
 // lineLen counts the live tickets in the queue file at qpath: the Locks
