@@ -124,7 +124,10 @@ func (d *fileDriver) lineAhead(key string, lw *lineWatch) (bool, error) {
 		lw.mu.Unlock()
 		if fd >= 0 {
 			_, ok, err := probe(fd, 1, t-1)
-			return ok, err
+			if err != nil {
+				return false, unavailable(lw.qpath, "fcntl", err)
+			}
+			return ok, nil
 		}
 	}
 	qpath := filepath.Join(d.dir, queueName(key))
