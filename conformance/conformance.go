@@ -33,7 +33,10 @@
 // InspectQueue, InspectExpiry, Break, InspectErrors, multi-key locks':
 // MultiLock, MultiPartial, MultiOverlap, MultiLoss, MultiClose,
 // MultiLossWindow, semaphores': Semaphore, SemaphoreBound,
-// SemaphoreExpiry, SemaphoreMismatch, SemaphoreRecord, SemaphoreClose, the
+// SemaphoreExpiry, SemaphoreMismatch, SemaphoreRecord, SemaphoreClose,
+// read-write locks' (rwmutex.go): RWMutexShare, RWMutexExclusion,
+// RWMutexStarvation, RWMutexOrder, RWMutexFencing, RWMutexLoss,
+// RWMutexClose, RWMutexErrors, the
 // hold shape's, on a Mutex, a MultiMutex, a Semaphore and an Election
 // alike: HoldShape, HoldShapeLoss, HoldShapeElection, and leader
 // election's: ElectionOneLeader, ElectionBlocks, ElectionObserve,
@@ -242,11 +245,11 @@ func Run(t *testing.T, h Harness) {
 		{"HoldShapeLoss", false, s.holdShapeLoss},
 		{"HoldShapeElection", false, s.holdShapeElection},
 	}
-	// Leader election (election.go): serial, since they count goroutines
-	// and close Lockers. The driver-level contract (driver.go): serial,
+	// Leader election (election.go) and read-write locks (rwmutex.go):
+	// serial, since they count goroutines and close Lockers. The driver-level contract (driver.go): serial,
 	// since they open and close drivers; the ones that wait on a lease
 	// run in parallel inside.
-	for _, c := range append(s.electionCases(), s.driverCases()...) {
+	for _, c := range append(append(s.electionCases(), s.rwmutexCases()...), s.driverCases()...) {
 		cases = append(cases, struct {
 			name     string
 			parallel bool
