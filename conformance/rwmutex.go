@@ -176,7 +176,7 @@ func (s *suite) rwExclusion(t *testing.T) {
 			for r := 0; r < rounds; r++ {
 				if writer {
 					if err := rw.Lock(ctx); err != nil {
-						errs <- fmt.Errorf("Lock: %w", err)
+						errs <- fmt.Errorf("lock: %w", err)
 						return
 					}
 					if writing.Add(1) != 1 || reading.Load() != 0 {
@@ -188,13 +188,13 @@ func (s *suite) rwExclusion(t *testing.T) {
 					}
 					writing.Add(-1)
 					if err := rw.Unlock(ctx); err != nil {
-						errs <- fmt.Errorf("Unlock: %w", err)
+						errs <- fmt.Errorf("unlock: %w", err)
 						return
 					}
 					continue
 				}
 				if err := rw.RLock(ctx); err != nil {
-					errs <- fmt.Errorf("RLock: %w", err)
+					errs <- fmt.Errorf("rlock: %w", err)
 					return
 				}
 				n := reading.Add(1)
@@ -209,7 +209,7 @@ func (s *suite) rwExclusion(t *testing.T) {
 				time.Sleep(20 * time.Millisecond)
 				reading.Add(-1)
 				if err := rw.RUnlock(ctx); err != nil {
-					errs <- fmt.Errorf("RUnlock: %w", err)
+					errs <- fmt.Errorf("runlock: %w", err)
 					return
 				}
 			}
@@ -257,7 +257,7 @@ func (s *suite) rwStarvation(t *testing.T) {
 			for !stop.Load() {
 				began := time.Now().UnixNano()
 				if err := rw.RLock(ctx); err != nil {
-					errs <- fmt.Errorf("RLock: %w", err)
+					errs <- fmt.Errorf("rlock: %w", err)
 					return
 				}
 				reads.Add(1)
@@ -269,7 +269,7 @@ func (s *suite) rwStarvation(t *testing.T) {
 				}
 				time.Sleep(120 * time.Millisecond)
 				if err := rw.RUnlock(ctx); err != nil {
-					errs <- fmt.Errorf("RUnlock: %w", err)
+					errs <- fmt.Errorf("runlock: %w", err)
 					return
 				}
 			}
