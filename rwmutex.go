@@ -126,6 +126,10 @@ func (rw *RWMutex) GateKey() string { return rw.wgate.Key() }
 func (rw *RWMutex) ReadKey() string { return rw.slots.Key() }
 
 func (rw *RWMutex) errorf(op string, err error) error {
+	if errors.Is(err, ErrInvalidOption) {
+		// The record disagrees: say it in the read-write lock's terms.
+		return fmt.Errorf("dlock: %s rwmutex %q with %d readers: every client of the key must use one number of readers (the readers are permits of the semaphore %q; Locker.ResetSemaphore on it changes the number once no client of the other runs): %w", op, rw.key, rw.readers, rw.ReadKey(), err)
+	}
 	return fmt.Errorf("dlock: %s rwmutex %q: %w", op, rw.key, err)
 }
 
