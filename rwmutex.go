@@ -312,7 +312,9 @@ func (rw *RWMutex) RLock(ctx context.Context) error { return rw.read(ctx, "rlock
 
 // TryRLock makes one attempt at a reader's hold: it returns an error
 // matching ErrNotAcquired if a writer holds or waits, or every reader slot
-// is held.
+// is held, and also while another reader is passing the gate (for the few
+// round trips of its RLock): one attempt cannot tell that reader from a
+// writer.
 func (rw *RWMutex) TryRLock(ctx context.Context) error { return rw.read(ctx, "tryrlock", false) }
 
 func (rw *RWMutex) read(ctx context.Context, op string, wait bool) error {
