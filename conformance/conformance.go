@@ -36,7 +36,7 @@
 // SemaphoreExpiry, SemaphoreMismatch, SemaphoreRecord, SemaphoreClose,
 // read-write locks' (rwmutex.go): RWMutexShare, RWMutexExclusion,
 // RWMutexStarvation, RWMutexOrder, RWMutexFencing, RWMutexLoss,
-// RWMutexClose, RWMutexErrors, the
+// RWMutexExpiry, RWMutexClose, RWMutexErrors, the
 // hold shape's, on a Mutex, a MultiMutex, a Semaphore and an Election
 // alike: HoldShape, HoldShapeLoss, HoldShapeElection, and leader
 // election's: ElectionOneLeader, ElectionBlocks, ElectionObserve,

@@ -27,6 +27,7 @@ func (s *suite) rwmutexCases() []namedCase {
 		{"RWMutexOrder", s.rwOrder},
 		{"RWMutexFencing", s.rwFencing},
 		{"RWMutexLoss", s.rwLoss},
+		{"RWMutexExpiry", s.rwExpiry},
 		{"RWMutexClose", s.rwClose},
 		{"RWMutexErrors", s.rwErrors},
 	}
@@ -574,6 +575,48 @@ func (s *suite) rwLoss(t *testing.T) {
 	if err := w.Unlock(ctx); !errors.Is(err, dlock.ErrLockLost) && !errors.Is(err, dlock.ErrNotHeld) {
 		t.Fatalf("Unlock of a lost write hold: %v", err)
 	}
+}
+
+// RWMutexExpiry: a reader and a writer that stop renewing (a crashed
+// holder) are passed once their leases run out, an expiry publishing
+// nothing: a waiting writer wakes on the reader's remaining lease, a
+// waiting reader on the writer's.
+func (s *suite) rwExpiry(t *testing.T) {
+	key := s.key(t, "rw")
+	ttl := s.h.ttl()
+	l1, l2 := s.locker(t), s.locker(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	bound := ttl + s.h.ExpiryGrace + slack
+	crashed := mustRW(t, l1, key, 2, dlock.WithTTL(ttl), dlock.WithAutoRenew(false))
+	if err := crashed.RLock(ctx); err != nil {
+		t.Fatalf("RLock: %v", err)
+	}
+	w := mustRW(t, l2, key, 2, dlock.WithTTL(s.h.longTTL()))
+	start := time.Now()
+	if err := w.Lock(ctxFor(t, bound)); err != nil {
+		t.Fatalf("Lock after a reader stopped renewing (TTL %v, grace %v): %v", ttl, s.h.ExpiryGrace, err)
+	}
+	t.Logf("a writer got in %v after a reader stopped renewing", time.Since(start))
+	if !isClosed(crashed.Done()) || !errors.Is(crashed.Err(), dlock.ErrLockLost) {
+		t.Fatalf("the crashed reader: Done closed %v, Err %v; want closed and ErrLockLost", isClosed(crashed.Done()), crashed.Err())
+	}
+	if err := w.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	cw := mustRW(t, l1, key, 2, dlock.WithTTL(ttl), dlock.WithAutoRenew(false))
+	if err := cw.Lock(ctx); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	r := mustRW(t, l2, key, 2, dlock.WithTTL(s.h.longTTL()))
+	start = time.Now()
+	if err := r.RLock(ctxFor(t, bound)); err != nil {
+		t.Fatalf("RLock after a writer stopped renewing (TTL %v, grace %v): %v", ttl, s.h.ExpiryGrace, err)
+	}
+	t.Logf("a reader got in %v after a writer stopped renewing", time.Since(start))
+	if r.Token() <= cw.Lease().Token || !errors.Is(cw.Err(), dlock.ErrLockLost) {
+		t.Fatalf("the crashed writer: Err %v; reader's token %d", cw.Err(), r.Token())
+	}
+	_ = r.RUnlock(ctx)
 }
 
 // RWMutexClose: Close ends a writer's wait for readers and a reader's wait
