@@ -35,8 +35,8 @@
 // way: each is a Lockable (Lock, TryLock) and a Hold (Token, Lease, Done,
 // Err, Renew, Unlock). Do runs a function under any of them, with a context
 // cancelled when the hold is lost; a leader's work loop is Do over its
-// Election. MultiMutex, Semaphore and Election are built here from
-// Mutexes, so they work on every backend.
+// Election. MultiMutex, Semaphore, Election and RWMutex are built here
+// from Mutexes, so they work on every backend.
 //
 // # Readers and writers
 //
