@@ -45,6 +45,10 @@ import (
 // with the reader slots, as a Semaphore's N is, and a client of another
 // number is refused with ErrInvalidOption.
 //
+// As with sync.RWMutex, a reader must not take a second read hold (with
+// another handle) while it waits on its first to end: a writer waiting in
+// between keeps the second out, and the two wait on each other.
+//
 // An RWMutex's methods are safe for concurrent use.
 type RWMutex struct {
 	l       *Locker
