@@ -45,9 +45,10 @@ import (
 // with the reader slots, as a Semaphore's N is, and a client of another
 // number is refused with ErrInvalidOption.
 //
-// As with sync.RWMutex, a reader must not take a second read hold (with
-// another handle) while it waits on its first to end: a writer waiting in
-// between keeps the second out, and the two wait on each other.
+// As with sync.RWMutex, a holder of a read hold must not wait for a second
+// one (on another handle) before it gives the first back: a writer that
+// arrived in between waits for the first, and the second waits behind the
+// writer.
 //
 // An RWMutex's methods are safe for concurrent use.
 type RWMutex struct {
