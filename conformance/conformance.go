@@ -33,7 +33,10 @@
 // InspectQueue, InspectExpiry, Break, InspectErrors, multi-key locks':
 // MultiLock, MultiPartial, MultiOverlap, MultiLoss, MultiClose,
 // MultiLossWindow, semaphores': Semaphore, SemaphoreBound,
-// SemaphoreExpiry, SemaphoreMismatch, SemaphoreRecord, SemaphoreClose, the
+// SemaphoreExpiry, SemaphoreMismatch, SemaphoreRecord, SemaphoreClose,
+// read-write locks' (rwmutex.go): RWMutexShare, RWMutexExclusion,
+// RWMutexStarvation, RWMutexOrder, RWMutexFencing, RWMutexLoss,
+// RWMutexExpiry, RWMutexClose, RWMutexErrors, the
 // hold shape's, on a Mutex, a MultiMutex, a Semaphore and an Election
 // alike: HoldShape, HoldShapeLoss, HoldShapeElection, and leader
 // election's: ElectionOneLeader, ElectionBlocks, ElectionObserve,
@@ -244,13 +247,13 @@ func Run(t *testing.T, h Harness) {
 		{"HoldShapeLoss", false, s.holdShapeLoss},
 		{"HoldShapeElection", false, s.holdShapeElection},
 	}
-	// Leader election (election.go): serial, since they count goroutines
-	// and close Lockers. The driver-level contract (driver.go): serial,
+	// Leader election (election.go) and read-write locks (rwmutex.go):
+	// serial, since they count goroutines and close Lockers. The driver-level contract (driver.go): serial,
 	// since they open and close drivers; the ones that wait on a lease
 	// run in parallel inside.
 	// The minimum and maximum hold (minhold.go): serial, since they open
 	// and close Lockers.
-	for _, c := range append(append(s.electionCases(), s.driverCases()...), s.minMaxCases()...) {
+	for _, c := range append(append(append(s.electionCases(), s.rwmutexCases()...), s.driverCases()...), s.minMaxCases()...) {
 		cases = append(cases, struct {
 			name     string
 			parallel bool

@@ -114,13 +114,20 @@ func command(m holding, cfg runConfig, sys IO) *exec.Cmd {
 	cmd := exec.Command(cfg.argv[0], cfg.argv[1:]...)
 	env := make([]string, 0, len(sys.Environ)+2)
 	for _, kv := range sys.Environ {
-		if !strings.HasPrefix(kv, "DLOCK_KEY=") && !strings.HasPrefix(kv, "DLOCK_TOKEN=") && !strings.HasPrefix(kv, "DLOCK_PERMIT_KEY=") {
+		if !strings.HasPrefix(kv, "DLOCK_KEY=") && !strings.HasPrefix(kv, "DLOCK_TOKEN=") && !strings.HasPrefix(kv, "DLOCK_PERMIT_KEY=") && !strings.HasPrefix(kv, "DLOCK_LOCK_MODE=") {
 			env = append(env, kv)
 		}
 	}
 	cmd.Env = append(env, "DLOCK_KEY="+cfg.key, "DLOCK_TOKEN="+strconv.FormatUint(uint64(m.Token()), 10))
 	if cfg.permits > 0 {
 		cmd.Env = append(cmd.Env, "DLOCK_PERMIT_KEY="+permitKey(m, cfg.key))
+	}
+	if cfg.readers > 0 {
+		mode := "write"
+		if cfg.read {
+			mode = "read"
+		}
+		cmd.Env = append(cmd.Env, "DLOCK_LOCK_MODE="+mode)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = sys.Stdin, sys.Stdout, sys.Stderr
 	// With streams that are not files (tests), do not wait forever for a
