@@ -41,7 +41,9 @@
 // and the driver's own contract, on Harness.NewDriver's drivers:
 // DriverInterfaces, DriverRecord, DriverRecordKeys, DriverRecordRace,
 // DriverClearRecordRace, DriverRecordApart, DriverRecordClosed,
-// DriverRenewBatch, DriverOwnerChecked. A backend tests in its own
+// DriverRenewBatch, DriverOwnerChecked, and the minimum and maximum
+// hold's: MinHoldUnlock, MinHoldClose, MinHoldPassed, MinHoldSemaphore,
+// MaxHold, MinMaxErrors. A backend tests in its own
 // package only what is its own (a quorum, a store's layout, a failure
 // of its servers), not these.
 // RunBenchmarks measures the same backend: uncontended Lock+Unlock, parallel distinct keys, and contended
@@ -246,7 +248,9 @@ func Run(t *testing.T, h Harness) {
 	// and close Lockers. The driver-level contract (driver.go): serial,
 	// since they open and close drivers; the ones that wait on a lease
 	// run in parallel inside.
-	for _, c := range append(s.electionCases(), s.driverCases()...) {
+	// The minimum and maximum hold (minhold.go): serial, since they open
+	// and close Lockers.
+	for _, c := range append(append(s.electionCases(), s.driverCases()...), s.minMaxCases()...) {
 		cases = append(cases, struct {
 			name     string
 			parallel bool

@@ -28,6 +28,9 @@ holder exits 64).
   lockctl run --backend etcd://10.0.0.1:2379 db-migrate -- make migrate
   lockctl run --metrics nightly-report -- ./report.sh       # wait, hold and renewal figures at exit
   lockctl run --permits 3 transcode -- ./transcode.sh       # at most 3 at a time
+  lockctl run -n -E 0 --min-hold 50s every-minute -- ./job.sh
+      # at most once a minute across hosts whose clocks or crons are apart
+  lockctl run --max-hold 10m db-vacuum -- ./vacuum.sh        # stop it after 10 minutes
 
 While COMMAND runs, lockctl renews the lease (every TTL/3) and:
   - gives COMMAND DLOCK_KEY (the key) and DLOCK_TOKEN (the fencing token,
@@ -43,6 +46,11 @@ While COMMAND runs, lockctl renews the lease (every TTL/3) and:
     before the lease can expire elsewhere when renewals fail; a lock broken
     from outside may already be held by someone else. COMMAND also gets the
     --on-lost signal if lockctl itself dies.
+With --min-hold D, the lock stays held on the backend until D has passed
+from its acquisition, even when COMMAND ends sooner or lockctl dies (the
+lease asked for is at least D): another lockctl run -n on KEY within D
+skips. With --max-hold D, the lock is released D after its acquisition and
+COMMAND is signalled as for a lost lock (exit 76).
 When COMMAND ends, the lock is released and lockctl exits with COMMAND's
 status (128+N if it died of signal N), except:
   64  usage error (bad flag, key, TTL or URL)
@@ -67,7 +75,9 @@ type runConfig struct {
 	grace   time.Duration // < 0: TTL/20
 	verbose bool
 	metrics bool
-	permits int // > 0: hold one permit of a semaphore of that many
+	permits int           // > 0: hold one permit of a semaphore of that many
+	minHold time.Duration // --min-hold: 0 for none
+	maxHold time.Duration // --max-hold: 0 for none
 	// conflictExit is the exit status when KEY is held elsewhere (--wait
 	// ran out or was 0): ExitNotAcquired unless --conflict-exit-code.
 	conflictExit int
@@ -106,6 +116,8 @@ func parseRun(args []string, sys IO) (runConfig, int, bool) {
 	fs.Var(&grace, "grace", "with --on-lost term, `time` between SIGTERM and SIGKILL")
 	fs.BoolVar(&cfg.verbose, "v", false, "report acquisition and release on stderr")
 	fs.IntVar(&cfg.permits, "permits", 0, "hold one of `N` permits of the semaphore KEY instead of the lock KEY: at most N commands at a time")
+	fs.DurationVar(&cfg.minHold, "min-hold", 0, "keep the lock held on the backend at least `duration` from its acquisition, even if COMMAND ends sooner or lockctl dies")
+	fs.DurationVar(&cfg.maxHold, "max-hold", 0, "release the lock `duration` after its acquisition, signalling COMMAND as for a lost lock")
 	fs.BoolVar(&cfg.metrics, "metrics", false, "print the lock's figures (wait, hold, renewals and their margin, losses) on stderr at exit")
 	if code, ok := parseFlags(fs, args, sys); !ok {
 		return cfg, code, false
@@ -116,6 +128,9 @@ func parseRun(args []string, sys IO) (runConfig, int, bool) {
 	}
 	if cfg.conflictExit < 0 || cfg.conflictExit > 255 {
 		return cfg, usageError(sys.Stderr, "run: --conflict-exit-code %d: want an exit status from 0 to 255", cfg.conflictExit), false
+	}
+	if cfg.minHold < 0 || cfg.maxHold < 0 || (cfg.minHold > 0 && cfg.maxHold > 0 && cfg.maxHold < cfg.minHold) {
+		return cfg, usageError(sys.Stderr, "run: --min-hold %v, --max-hold %v: want durations of 0 or more, the maximum no shorter than the minimum", cfg.minHold, cfg.maxHold), false
 	}
 	if cfg.permits < 0 || (cfg.permits == 0 && permitsSet(fs)) {
 		return cfg, usageError(sys.Stderr, "run: --permits %d: want at least 1", cfg.permits), false
@@ -188,6 +203,12 @@ func run(ctx context.Context, cfg runConfig, sys IO) int {
 	var opts []dlock.Option
 	if cfg.ttl > 0 {
 		opts = append(opts, dlock.WithTTL(cfg.ttl))
+	}
+	if cfg.minHold > 0 {
+		opts = append(opts, dlock.WithMinHold(cfg.minHold))
+	}
+	if cfg.maxHold > 0 {
+		opts = append(opts, dlock.WithMaxHold(cfg.maxHold))
 	}
 	m, err := newHolder(l, cfg, opts)
 	if err != nil {

@@ -72,7 +72,11 @@ func supervise(m holding, cfg runConfig, sigs <-chan os.Signal, sys IO) int {
 			continue
 		case <-lostC:
 			lostC, lost = nil, true
-			fmt.Fprintf(sys.Stderr, "lockctl: %s %q lost while the command ran; sending it %v\n", cfg.noun(), cfg.key, signalName(cfg.onLost))
+			if e, ok := m.(interface{ Err() error }); ok && errors.Is(e.Err(), dlock.ErrMaxHoldReached) {
+				fmt.Fprintf(sys.Stderr, "lockctl: %s %q reached its maximum hold of %v and was released; sending the command %v\n", cfg.noun(), cfg.key, cfg.maxHold, signalName(cfg.onLost))
+			} else {
+				fmt.Fprintf(sys.Stderr, "lockctl: %s %q lost while the command ran; sending it %v\n", cfg.noun(), cfg.key, signalName(cfg.onLost))
+			}
 			signalGroup(pgid, cfg.onLost)
 			if cfg.onLost != syscall.SIGKILL {
 				t := time.NewTimer(cfg.grace)
