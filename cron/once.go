@@ -33,9 +33,11 @@ import (
 // period P, P*9/10 tolerates gaps up to nearly P*9/10 and leaves P/10 for
 // the jitter (see the package documentation). There is no default: the
 // wrapper cannot see the schedule. minHold must be positive, and every
-// instance should give the same. An invalid minHold, key or option makes
-// every tick fail with an error matching dlock.ErrInvalidOption or
-// dlock.ErrInvalidKey, reported to OnError and the logger.
+// instance should give the same. An invalid minHold, key or option, or a
+// backend that cannot keep a key held past its release (see
+// dlock.WithMinHold), makes every tick fail with an error matching
+// dlock.ErrInvalidOption or dlock.ErrInvalidKey, reported to OnError and
+// the logger.
 //
 // Each tick's Mutex is new, so ticks that overlap on one instance (a job
 // longer than its period) are told apart as on two instances: the later

@@ -3,6 +3,7 @@ package dlockcron_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -277,4 +278,17 @@ func TestOncePanicReleases(t *testing.T) {
 		t.Fatalf("after the panic and the minimum hold: %v", err)
 	}
 	_ = m.Unlock(context.Background())
+}
+
+// A job's own error that matches dlock.ErrNotAcquired (a lock the job
+// tried) is the job's failure, not a skip.
+func TestOnceJobNotAcquiredIsAnError(t *testing.T) {
+	ls := instances(t, 1)
+	var o outcomes
+	dlockcron.Once(ls[0], "jobs/report", 10*time.Millisecond, o.options()...)(o.job(func(context.Context, dlockcron.Tick) error {
+		return fmt.Errorf("the job's own lock: %w", dlock.ErrNotAcquired)
+	})).Run()
+	if runs, skips, errs := o.counts(); runs != 1 || skips != 0 || errs != 1 {
+		t.Fatalf("runs, skips, errors = %d, %d, %d; want 1, 0, 1", runs, skips, errs)
+	}
 }

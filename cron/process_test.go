@@ -57,8 +57,9 @@ func (s phased) Next(t time.Time) time.Time {
 // child is one instance: a Cron that runs the job every second at its
 // phase, wrapped by Once, and appends a line to the shared file for each
 // run ("run TICK PID TOKEN") and each skip ("skip TICK PID"), TICK being
-// the second the tick belongs to. It prints "ready" once the Cron runs,
-// stops when its standard input closes, and prints the errors it saw.
+// the second the tick belongs to. It prints "ready" once the Cron runs;
+// when its standard input closes, it stops the Cron, closes the Locker,
+// prints the errors it saw and "closed".
 func child() int {
 	phase, _ := time.ParseDuration(os.Getenv("PHASE"))
 	hold, _ := time.ParseDuration(os.Getenv("MIN_HOLD"))
@@ -70,7 +71,6 @@ func child() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	defer locker.Close()
 
 	var mu sync.Mutex
 	var errs []string
@@ -105,11 +105,15 @@ func child() int {
 	fmt.Println("ready")
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	<-c.Stop().Done()
+	if err := locker.Close(); err != nil {
+		fmt.Println("error closing:", err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	for _, e := range errs {
 		fmt.Println("error", e)
 	}
+	fmt.Println("closed")
 	return 0
 }
 
@@ -159,12 +163,14 @@ type ticks struct {
 }
 
 // runInstances starts n instances on url and key at phases 0.5 s apart,
-// lets them run for window whole ticks after all are up, stops them, and
-// reads the shared file.
+// lets them run for window whole ticks after all are up, stops them (at
+// the last tick, those at phase 0 right after their run), and reads the
+// shared file.
 func runInstances(t *testing.T, url, key string, n, window int) ticks {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "runs")
 	type proc struct {
+		phase  time.Duration
 		cmd    *exec.Cmd
 		stdin  io.WriteCloser
 		stdout *bufio.Scanner
@@ -192,7 +198,7 @@ func runInstances(t *testing.T, url, key string, n, window int) ticks {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 		})
-		procs[i] = proc{cmd, stdin, bufio.NewScanner(stdout)}
+		procs[i] = proc{phase, cmd, stdin, bufio.NewScanner(stdout)}
 		// Start them 0.5 s apart too, as instances deployed one after another.
 		time.Sleep(period / 2)
 	}
@@ -202,15 +208,40 @@ func runInstances(t *testing.T, url, key string, n, window int) ticks {
 		}
 	}
 	first := time.Now().Truncate(period).Add(period)
-	end := first.Add(time.Duration(window) * period)
-	// The last tick's runs (0.5 s late and 0.3 s long) are over by end+0.8s.
-	time.Sleep(time.Until(end.Add(period)))
+	last := first.Add(time.Duration(window-1) * period)
+	end := last.Add(period)
 	var childErrs []string
-	for i, p := range procs {
-		p.stdin.Close()
-		for p.stdout.Scan() {
-			childErrs = append(childErrs, fmt.Sprintf("instance %d: %s", i, p.stdout.Text()))
+	// stop closes the standard input of the instances at phase 0 (zero)
+	// or of the others, and reads them until they have closed their
+	// Lockers.
+	stop := func(zero bool) {
+		for _, p := range procs {
+			if (p.phase == 0) == zero {
+				p.stdin.Close()
+			}
 		}
+		for i, p := range procs {
+			if (p.phase == 0) != zero {
+				continue
+			}
+			for p.stdout.Scan() && p.stdout.Text() != "closed" {
+				childErrs = append(childErrs, fmt.Sprintf("instance %d: %s", i, p.stdout.Text()))
+			}
+		}
+	}
+	// The last tick: the instances at phase 0 stop once their run is over
+	// (Cron.Stop, Locker.Close), before the late instance's schedule
+	// fires; the minimum hold must outlive their Close, or the late one
+	// runs the tick again.
+	time.Sleep(time.Until(last.Add(body + 50*time.Millisecond)))
+	stop(true)
+	if closed := time.Now(); closed.After(last.Add(period / 2)) {
+		t.Logf("the instances at phase 0 closed %v after the last tick, after the late instance had tried it: their Close was not tested", closed.Sub(last))
+	}
+	// The late instance's run of the last tick, if any, is over by then.
+	time.Sleep(time.Until(end))
+	stop(false)
+	for i, p := range procs {
 		if err := p.cmd.Wait(); err != nil {
 			t.Errorf("instance %d: %v", i, err)
 		}
