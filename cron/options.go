@@ -37,7 +37,8 @@ func WithLogger(l cron.Logger) Option {
 // OnSkip has Once call fn each time a tick is skipped because the key was
 // held elsewhere: by another instance running this tick, or, within the
 // minimum hold, by the instance that already ran it. A skip is the normal
-// outcome on every instance but one.
+// outcome on every instance but one. Like OnError's, fn is called from
+// the Cron's job goroutines, possibly from several at once.
 func OnSkip(fn func(key string)) Option { return func(o *options) { o.onSkip = fn } }
 
 // OnError has Once call fn with each tick's error: the job's (joined with
