@@ -56,6 +56,8 @@ func ExampleWithMaxHold() {
 	}
 	defer locker.Close()
 	m, _ := locker.NewMutex("jobs/vacuum", dlock.WithMaxHold(100*time.Millisecond))
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	err = dlock.Do(ctx, m, func(ctx context.Context) error {
 		<-ctx.Done() // a job that would run on
 		return context.Cause(ctx)

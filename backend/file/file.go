@@ -98,6 +98,13 @@
 // # Benchmarks
 //
 // See the BENCHMARKS section in the package's conformance test file.
+//
+// # Minimum hold
+//
+// A minimum hold (dlock.WithMinHold, driver.Lapser) released early sets
+// the lease's end in the state file to the end of the minimum, to the
+// nanosecond; it outlives the process. An expiry wakes nobody: a waiter
+// tries again at the remaining lease its refused attempt read.
 package file
 
 import (

@@ -29,6 +29,13 @@
 //
 // The longest TTL is MaxTTL (10 years, dlock.MaxTTL); a longer one is
 // refused with dlock.ErrInvalidOption when the Locker or Mutex is made.
+//
+// # Minimum hold
+//
+// A minimum hold (dlock.WithMinHold, driver.Lapser) released early moves
+// the entry's expiry to the end of the minimum; the entry lives in the
+// Store, so closing the Locker does not shorten it (a process that ends
+// takes its Stores with it).
 package memory
 
 import (
