@@ -195,6 +195,10 @@ func newOwnedDriver(cfg *api.Config, c config) (*consulDriver, error) {
 		t.MaxConnsPerHost = maxConns
 		t.MaxIdleConnsPerHost = max(maxConns, 8)
 		t.IdleConnTimeout = idleConnTimeout
+		// Lock traffic is small and the agent local: gzip would cost
+		// each larger answer (a line of waiters) a decompressor's worth
+		// of allocation for nothing.
+		t.DisableCompression = true
 		cc.Transport = t
 		cl, err := api.NewClient(&cc)
 		if err != nil {
@@ -227,6 +231,9 @@ type consulDriver struct {
 	pool      pool            // sessions of their own (SessionPerHold)
 	shared    *sharedSessions // shared sessions; nil with SessionPerHold
 	fair      fairness
+
+	linesMu sync.Mutex
+	lines   map[string]*line // the keys a Lock of this Locker waits on (queue.go)
 
 	ctx    context.Context // ends monitors and watches on Close
 	cancel context.CancelFunc
@@ -261,6 +268,7 @@ func newDriver(c, bc *api.Client, owned []*http.Transport, cfg config) *consulDr
 		d.shared = newSharedSessions(d)
 	}
 	d.fair = fairness{keys: map[string]*contention{}}
+	d.lines = map[string]*line{}
 	d.bgCond = sync.NewCond(&d.bgMu)
 	return d
 }

@@ -93,15 +93,37 @@
 // one round trip; a session older than that is destroyed rather than
 // reused.
 //
-// A Lock that finds the key held waits on a blocking query on the key and
-// retries when the key becomes free (deleted or unlocked); a change from
-// one holder to the next does not wake it. Waiters of one Locker share one
-// query (dlock's in-process gate). Consul keeps no queue of waiters, so
-// when a key is freed every waiting process tries at once. On a key this
-// Locker has recently failed to take, each attempt is preceded by a random
-// delay of up to 1ms, halved for every attempt that failed in a row, and
-// skipped if the key is seen taken during the delay: a process that has
-// waited long goes first, and the others mostly do not write at all.
+// # Waiting
+//
+// Consul keeps no queue of waiters for a KV lock, so the Locker keeps one
+// in the KV store (the line; see queue.go). A Lock whose attempt is
+// refused writes a ticket, an entry under PREFIX/.q/KEY/.w/ locked by
+// the Locker's shared session (so a dead waiter's ticket goes with its
+// session), in the same transaction that reads the line and the key; its
+// place is the ticket's CreateIndex. Each waiter follows only the ticket
+// just ahead of its own with a blocking query, and only the first in line
+// follows the key: a release wakes one process, the one that can take
+// the key, and no other. Its acquire deletes its ticket in the same
+// transaction (delete-cas: a ticket gone refuses the attempt and the
+// waiter writes a new one), which wakes the next in line. A release of a
+// hold taken through the line, or one that finds tickets standing, sends
+// the Locker's next Lock of the key to the back of the line instead of
+// letting it take the key back from the first in line. The Locks of one
+// Locker share one ticket per key, so a process gets one turn per round
+// of the line. A Lock that gives up deletes its ticket. The waiter
+// renews its session while it waits. No segment of a user key's path
+// starts with '.', so the lines never meet a key.
+//
+// Lock-delay still applies: after a holder's session ends, the first in
+// line meets it and retries with a backoff while the others sleep on.
+// A process that was not in line (a TryLock, a Lock's first attempt when
+// this Locker has seen no line lately) may still take a key that is free
+// before the first in line does; it does not get in line ahead of anyone.
+// With SessionPerHold there is no line (a ticket needs a session that
+// lasts the wait): a Lock then waits on a blocking query on the key and
+// every waiting process tries when it is freed, each attempt on a key
+// this Locker recently failed to take preceded by a random delay of up to
+// 1ms, halved for every attempt that failed in a row.
 //
 // # Inspect and Break
 //
@@ -240,6 +262,6 @@
 // low median is the releasing process taking the lock straight back before
 // the others' blocking queries return: one contender got nearly every
 // acquisition while another got one, and some handoffs took seconds.
-// dlock's handoffs go round the contenders (a remote waiter that has lost
-// goes first, see above), which costs a round trip or two of median.
+// dlock's handoffs go round the contenders in the order they fell in line
+// (see Waiting), which costs a round trip or two of median.
 package consul

@@ -9,7 +9,10 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// Fairness between processes. Consul has no queue for a KV lock: when the
+// Fairness between processes. A waiting Lock stands in the key's line
+// (queue.go), which decides who goes next; what follows is for the
+// attempts made outside a line (TryLock, a Lock's first attempt, every
+// attempt with SessionPerHold). Consul has no queue for a KV lock: when the
 // key is freed, every waiting process tries at once and the quickest wins.
 // The releasing process is often quickest (its next local waiter starts
 // the moment the release returns), so without help a remote waiter can
@@ -49,6 +52,8 @@ type contention struct {
 	// key (0: none), read at heldIndexAt; the next attempt is guarded by it.
 	heldIndex   uint64
 	heldIndexAt time.Time
+	// lineAt is when a release last saw waiters in the key's line.
+	lineAt time.Time
 }
 
 // errHeldSeen makes TryAcquire skip an attempt on a key its watch just saw
@@ -103,7 +108,7 @@ func (f *fairness) entry(path string) *contention {
 func (f *fairness) sweep() {
 	now := time.Now()
 	for k, c := range f.keys {
-		if now.Sub(c.lastFail) > contendedFor && now.Sub(c.heldSeen) > contendedFor {
+		if now.Sub(c.lastFail) > contendedFor && now.Sub(c.heldSeen) > contendedFor && now.Sub(c.lineAt) > contendedFor {
 			delete(f.keys, k)
 		}
 	}
@@ -183,4 +188,21 @@ func (f *fairness) guardIndex(path string) uint64 {
 		return 0
 	}
 	return index
+}
+
+// sawLine records that a release saw waiters in the key's line.
+func (f *fairness) sawLine(path string) {
+	f.mu.Lock()
+	f.entry(path).lineAt = time.Now()
+	f.mu.Unlock()
+}
+
+// lineSeen reports whether a release saw waiters in the key's line within
+// contendedFor: a Lock of the key then goes to the back of the line
+// rather than take the key from the first in line.
+func (f *fairness) lineSeen(path string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.keys[path]
+	return c != nil && time.Since(c.lineAt) < contendedFor
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +21,9 @@ type hold struct {
 	s     *session
 	ttl   time.Duration // requested: the pool the session returns to
 	token uint64        // ModifyIndex of the acquire
+	// viaLine is set when the hold was taken with a ticket: others were
+	// waiting on the key (see queue.go).
+	viaLine bool
 
 	// lost is marked when the hold ends other than by Release; its
 	// channel is the hold's Lost, and OnLost hangs the portable layer's
@@ -46,17 +50,27 @@ func (d *consulDriver) TryAcquire(ctx context.Context, req driver.Request) (driv
 		return driver.Hold{}, err
 	}
 	path := d.path(req.Key)
+	if l := d.lineOf(path); l != nil {
+		return d.tryQueued(ctx, l, req)
+	}
 	if err := d.fair.wait(ctx, path); err != nil {
 		return driver.Hold{}, err
 	}
+	return d.tryAcquire(ctx, path, req, nil)
+}
+
+// tryAcquire makes an attempt, with the ticket t when not nil (see
+// queue.go): the acquire then also deletes t, and fails with
+// errTicketGone when t is no longer in line.
+func (d *consulDriver) tryAcquire(ctx context.Context, path string, req driver.Request, t *ticket) (driver.Hold, error) {
 	for attempt := 0; ; attempt++ {
 		s, reused, err := d.sessionFor(ctx, req.TTL)
 		if err != nil {
 			return driver.Hold{}, err
 		}
-		h, err := d.acquire(ctx, path, req.TTL, req.Meta, s)
+		h, err := d.acquire(ctx, path, req.TTL, req.Meta, s, t)
 		if errors.Is(err, errInvalidSession) {
-			if reused && attempt == 0 {
+			if reused && attempt == 0 && t == nil {
 				continue // the session was lost meanwhile: once more with a new one
 			}
 			// A session destroyed between its creation and its first use:
@@ -85,7 +99,7 @@ func (d *consulDriver) sessionFor(ctx context.Context, ttl time.Duration) (s *se
 
 var errInvalidSession = errors.New("consul: session no longer exists")
 
-func (d *consulDriver) acquire(ctx context.Context, path string, ttl time.Duration, meta string, s *session) (driver.Hold, error) {
+func (d *consulDriver) acquire(ctx context.Context, path string, ttl time.Duration, meta string, s *session, t *ticket) (driver.Hold, error) {
 	// nonce marks this acquire's write (the key's Flags), so that an
 	// ambiguous one is undone only if it was applied: on a shared session
 	// the key's session alone does not tell this acquire from a later one.
@@ -98,9 +112,16 @@ func (d *consulDriver) acquire(ctx context.Context, path string, ttl time.Durati
 	// inside that session's lock-delay.
 	guard := d.fair.guardIndex(path)
 	for {
-		ops := make(api.TxnOps, 0, 3)
+		ops := make(api.TxnOps, 0, 4)
 		if guard != 0 {
 			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: path, Index: guard}})
+		}
+		ticketOp := -1
+		if t != nil {
+			// The ticket leaves the line with the acquire, waking the
+			// next in line; a ticket gone refuses the attempt.
+			ticketOp = len(ops)
+			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDeleteCAS, Key: t.key, Index: t.index}})
 		}
 		ops = append(ops,
 			// The key's value is the holder's description, for Inspect.
@@ -123,6 +144,10 @@ func (d *consulDriver) acquire(ctx context.Context, path string, ttl time.Durati
 					d.shared.gone(s)
 				}
 				return driver.Hold{}, fmt.Errorf("%w: %s", errInvalidSession, txnErrors(resp))
+			}
+			if ticketOp >= 0 && failedOp(resp, ticketOp) {
+				d.giveBack(s)
+				return driver.Hold{}, fmt.Errorf("%w: %s", errTicketGone, txnErrors(resp))
 			}
 			if guard != 0 && failedOp(resp, 0) {
 				// The key changed since it was seen held. If it is free
@@ -336,17 +361,31 @@ func (d *consulDriver) Release(ctx context.Context, h driver.Hold) error {
 		cleanup(true)
 		return err
 	}
-	ok, resp, _, err := d.c.Txn().Txn(dropOps(hs.path, hs.s.id, hs.token), d.qopts(ctx))
+	// When someone may stand in the key's line, this Locker's next Lock
+	// of the key goes to the back of it (see queue.go): a hold that came
+	// through the line says so; any other reads the line as it releases.
+	ops := dropOps(hs.path, hs.s.id, hs.token)
+	qp := d.queuePrefix(hs.path)
+	if !hs.viaLine {
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: qp}})
+	}
+	ok, resp, _, err := d.c.Txn().Txn(ops, d.qopts(ctx))
 	if err != nil {
 		cleanup(true)
 		return mapErr(ctx, "release", err)
+	}
+	if ok && (hs.viaLine || waitersIn(resp, qp)) {
+		d.fair.sawLine(hs.path)
 	}
 	if !ok {
 		// The key is gone, taken over, overwritten, or a later hold's.
 		cleanup(false)
 		return fmt.Errorf("consul: release %q: %w (%s)", hs.path, driver.ErrNotHeld, txnErrors(resp))
 	}
-	hs.stopMonitor()
+	// The delete ends the monitor's blocking query on its own (it then
+	// sees released and returns); cancelling the query in flight would
+	// cost its connection.
+	hs.stopMonitorLater()
 	if hs.s.shared {
 		d.shared.untrack(hs)
 	} else if hs.s.unbind(hs) {
@@ -393,8 +432,26 @@ func (h *hold) owns(kv *api.KVPair) bool {
 	return kv != nil && kv.Session == h.s.id && kv.ModifyIndex == h.token
 }
 
+// stopMonitorLater stops the monitor after watchCloseGrace.
+func (h *hold) stopMonitorLater() {
+	if h.stopMon != nil {
+		time.AfterFunc(watchCloseGrace, h.stopMon)
+	}
+}
+
 func (h *hold) stopMonitor() {
 	if h.stopMon != nil {
 		h.stopMon()
 	}
+}
+
+// waitersIn reports whether a transaction's results hold an entry under
+// the line prefix qp.
+func waitersIn(resp *api.TxnResponse, qp string) bool {
+	for _, r := range resp.Results {
+		if r.KV != nil && strings.HasPrefix(r.KV.Key, qp) {
+			return true
+		}
+	}
+	return false
 }
