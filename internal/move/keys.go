@@ -49,19 +49,14 @@ const tagPrefix = "dlock-move:"
 // is left untagged, so that plain clients of X keep reading it.
 const announceKeyPrefix = "dlock-election-leader/"
 
-// Tag returns meta with the configuration's tag in front, cut to
-// driver.MaxMetaLen bytes on a rune boundary.
+// Tag returns meta with the configuration's tag in front, or meta alone
+// when the tag does not fit within driver.MaxMetaLen bytes beside it (a
+// holder's own description is never cut; Inspect then cannot tell the
+// hold's configuration).
 func Tag(key, meta string, c Config) string {
-	if strings.HasPrefix(key, announceKeyPrefix) {
-		return meta
-	}
 	t := tagPrefix + string(c) + " " + meta
-	for len(t) > driver.MaxMetaLen {
-		i := len(t) - 1
-		for i > 0 && t[i]&0xC0 == 0x80 {
-			i--
-		}
-		t = t[:i]
+	if strings.HasPrefix(key, announceKeyPrefix) || len(t) > driver.MaxMetaLen {
+		return meta
 	}
 	return t
 }

@@ -447,7 +447,6 @@ func (d *Driver) present(ctx context.Context, key string, ix, iy driver.Info) (d
 	out := ix
 	if iy.Held || !ix.Held {
 		out = iy
-		out.Waiters = max(ix.Waiters, iy.Waiters)
 		if iy.Held {
 			b, ok, err := peekBase(ctx, d.toRec, key)
 			if err != nil {
@@ -466,6 +465,7 @@ func (d *Driver) present(ctx context.Context, key string, ix, iy driver.Info) (d
 		}
 	}
 	_, out.Meta = Untag(out.Meta)
+	out.Waiters = -1 // a move's Lock waits by watching, in no server queue
 	return out, nil
 }
 
@@ -501,14 +501,21 @@ func (d *Driver) Record(ctx context.Context, key, value string) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	w, err := d.toRec.Record(ctx, key, v)
-	if err != nil {
-		return "", err
+	// X's record is the key's record while C0 clients may run; Y's is a
+	// copy, replaced when it differs (a copy that landed after a clear).
+	for range maxProposals {
+		w, err := d.toRec.Record(ctx, key, v)
+		if err != nil {
+			return "", err
+		}
+		if w == v {
+			return v, nil
+		}
+		if _, err := d.toRec.ClearRecord(ctx, key, w); err != nil {
+			return "", err
+		}
 	}
-	if w != v {
-		return "", fmt.Errorf("move: record %q is %s on the old store and %s on the new one", key, strconv.Quote(v), strconv.Quote(w))
-	}
-	return v, nil
+	return "", fmt.Errorf("move: record %q is %s on the old store and keeps changing on the new one: %w", key, strconv.Quote(v), driver.ErrUnavailable)
 }
 
 // ClearRecord clears on Y, then X.

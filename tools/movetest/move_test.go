@@ -1,0 +1,151 @@
+package movetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	_ "github.com/dlock-go/dlock/backend/etcd"
+	_ "github.com/dlock-go/dlock/backend/memory"
+	_ "github.com/dlock-go/dlock/backend/redis"
+	"github.com/dlock-go/dlock/conformance"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/move/movetest"
+	"github.com/dlock-go/dlock/internal/testenv"
+)
+
+// stores returns a Redis URL and an etcd URL under a prefix of this test's.
+func stores(t *testing.T) (redisURL, etcdURL string) {
+	r := testenv.Endpoint(t, "DLOCK_REDIS_URL")
+	e := testenv.Endpoint(t, "DLOCK_ETCD_URL")
+	p := testenv.Unique(t, "move")
+	return r + "?prefix=" + p, e + "/" + p
+}
+
+// Redis tokens are microseconds since 1970, etcd's revisions: without the
+// lift, the first etcd token would fall far below the last Redis one.
+func TestTokensRedisToEtcd(t *testing.T) {
+	r, e := stores(t)
+	movetest.RunTokens(t, r, e, "k/", dlock.WithTTL(3*time.Second))
+}
+
+// The other way round: etcd's small revisions below Redis's clock.
+func TestTokensEtcdToRedis(t *testing.T) {
+	r, e := stores(t)
+	movetest.RunTokens(t, e, r, "k/", dlock.WithTTL(3*time.Second))
+}
+
+// Memory's clock-based tokens to etcd's revisions.
+func TestTokensMemToEtcd(t *testing.T) {
+	_, e := stores(t)
+	movetest.RunTokens(t, "mem://"+testenv.Unique(t, "x"), e, "k/", dlock.WithTTL(3*time.Second))
+}
+
+// TestLossOnEitherStoreRedisEtcd breaks the key on Redis, then on etcd:
+// each time the C1 hold's Done closes.
+func TestLossOnEitherStoreRedisEtcd(t *testing.T) {
+	r, e := stores(t)
+	for _, side := range []string{r, e} {
+		ctx := testenv.Context(t, 30*time.Second)
+		l := movetest.Open(t, movetest.C1(r, e), dlock.WithTTL(2*time.Second))
+		m, _ := l.NewMutex("lossy")
+		if err := m.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		plain := movetest.Open(t, side)
+		if info, err := plain.Break(ctx, "lossy"); err != nil || !info.Held {
+			t.Fatalf("Break on %s: %+v, %v", side, info, err)
+		}
+		select {
+		case <-m.Done():
+		case <-ctx.Done():
+			t.Fatalf("hold still live after its hold on %s was broken", side)
+		}
+		_ = m.Unlock(ctx)
+		_ = l.Close()
+	}
+}
+
+// TestElectionAcrossMove: an Election's leader, as Leader and Observe see
+// it through each configuration, has the term its leader holds, and terms
+// increase across the commit.
+func TestElectionAcrossMove(t *testing.T) {
+	r, e := stores(t)
+	ctx := testenv.Context(t, 60*time.Second)
+	c1 := movetest.Open(t, movetest.C1(r, e), dlock.WithTTL(3*time.Second))
+	el, err := c1.NewElection("el")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := c1.NewElection("el")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := obs.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := el.Campaign(ctx, "before"); err != nil {
+		t.Fatal(err)
+	}
+	first := el.Token()
+	got := <-ch
+	if got.Value != "before" || got.Token != first {
+		t.Fatalf("observed %+v, want before/%d", got, first)
+	}
+	if err := el.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	movetest.Commit(t, r, e)
+	c2 := movetest.Open(t, movetest.C2(e), dlock.WithTTL(3*time.Second))
+	el2, _ := c2.NewElection("el")
+	if err := el2.Campaign(ctx, "after"); err != nil {
+		t.Fatal(err)
+	}
+	if el2.Token() <= first {
+		t.Fatalf("term after the commit %d, not above %d", el2.Token(), first)
+	}
+	for got = range ch {
+		if got.Value == "after" {
+			break
+		}
+	}
+	if got.Token != el2.Token() {
+		t.Fatalf("observed through C1 %+v, want term %d", got, el2.Token())
+	}
+	ld, err := c1.NewElection("el")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := ld.Leader(ctx); err != nil || l.Value != "after" || l.Token != el2.Token() {
+		t.Fatalf("Leader through C1: %+v, %v; want after/%d", l, err, el2.Token())
+	}
+}
+
+// TestConformanceRedisToEtcd runs the conformance suite on the move's
+// first configuration, Redis then etcd.
+func TestConformanceRedisToEtcd(t *testing.T) {
+	r, e := stores(t)
+	u := movetest.C1(r, e)
+	conformance.Run(t, conformance.Harness{
+		NewLocker: func(ctx context.Context, opts ...dlock.Option) (*dlock.Locker, error) {
+			return dlock.Open(ctx, u, opts...)
+		},
+		NewDriver: func(ctx context.Context) (driver.Locker, error) { return dlock.OpenDriver(ctx, u) },
+		BreakLease: func(ctx context.Context, key string) error {
+			d, err := dlock.OpenDriver(ctx, u)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			_, err = d.(driver.Inspector).Break(ctx, key)
+			return err
+		},
+		Unreachable: func(ctx context.Context, addr string) (*dlock.Locker, error) {
+			return dlock.Open(ctx, movetest.C1(r, "etcd://"+addr+"/x"))
+		},
+		URL: u,
+		TTL: 2 * time.Second,
+	})
+}
