@@ -179,3 +179,13 @@ func lift(y uint64, b int64) (uint64, error) {
 	}
 	return y + uint64(b), nil
 }
+
+// Base returns key's token base on to, ok false when it has none, for
+// status reports.
+func Base(ctx context.Context, to driver.Locker, key string) (int64, bool, error) {
+	rec, ok := to.(driver.Recorder)
+	if !ok {
+		return 0, false, fmt.Errorf("%w: move: the new store keeps no records", driver.ErrInvalidOption)
+	}
+	return peekBase(ctx, rec, key)
+}
