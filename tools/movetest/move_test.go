@@ -6,9 +6,15 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	_ "github.com/dlock-go/dlock/backend/consul"
 	_ "github.com/dlock-go/dlock/backend/etcd"
+	_ "github.com/dlock-go/dlock/backend/file"
 	_ "github.com/dlock-go/dlock/backend/memory"
+	_ "github.com/dlock-go/dlock/backend/postgres"
 	_ "github.com/dlock-go/dlock/backend/redis"
+	_ "github.com/dlock-go/dlock/backend/redis/rediscluster"
+	_ "github.com/dlock-go/dlock/backend/redlock"
+	_ "github.com/dlock-go/dlock/backend/zookeeper"
 	"github.com/dlock-go/dlock/conformance"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/move/movetest"
@@ -147,5 +153,55 @@ func TestConformanceRedisToEtcd(t *testing.T) {
 		},
 		URL: u,
 		TTL: 2 * time.Second,
+	})
+}
+
+// TestTokenCeiling: every backend's ceiling is at least the token it has
+// just issued.
+func TestTokenCeiling(t *testing.T) {
+	for _, name := range []string{"DLOCK_REDIS_URL", "DLOCK_REDLOCK_URL", "DLOCK_REDIS_CLUSTER_URL", "DLOCK_ETCD_URL", "DLOCK_ZK_URL", "DLOCK_CONSUL_URL", "DLOCK_POSTGRES_URL"} {
+		t.Run(name, func(t *testing.T) {
+			raw := testenv.Endpoint(t, name)
+			ctx := testenv.Context(t, 30*time.Second)
+			l := movetest.Open(t, raw)
+			m, _ := l.NewMutex(testenv.Unique(t, "ceiling"))
+			if err := m.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer m.Unlock(ctx)
+			d, err := dlock.OpenDriver(ctx, raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			c, err := d.(driver.TokenCeiling).TokenCeiling(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c < uint64(m.Token()) {
+				t.Fatalf("ceiling %d below the token %d just issued", c, m.Token())
+			}
+		})
+	}
+}
+
+// The pairs of the issue: Redis to ZooKeeper, to PostgreSQL, to Consul,
+// and file to Redis.
+func TestTokensOtherPairs(t *testing.T) {
+	r, _ := stores(t)
+	for _, tc := range []struct {
+		name, env string
+		opts      []dlock.Option
+	}{
+		{"redis-zk", "DLOCK_ZK_URL", nil},
+		{"redis-postgres", "DLOCK_POSTGRES_URL", []dlock.Option{dlock.WithTTL(3 * time.Second)}},
+		{"redis-consul", "DLOCK_CONSUL_URL", []dlock.Option{dlock.WithTTL(10 * time.Second)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			movetest.RunTokens(t, r, testenv.Endpoint(t, tc.env), testenv.Unique(t, "k")+"/", tc.opts...)
+		})
+	}
+	t.Run("file-redis", func(t *testing.T) {
+		movetest.RunTokens(t, "file://"+t.TempDir(), r, "k/", dlock.WithTTL(3*time.Second))
 	})
 }
