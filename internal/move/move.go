@@ -215,8 +215,19 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 	if !hy.Since.IsZero() {
 		sentY = hy.Since
 	}
-	since = minTime(since, sentY)
-	token, err := d.token(ctx, req.Key, hx.Token, hy.Token)
+	return d.finish(ctx, req.Key, hx, since, hy, sentY)
+}
+
+// finish computes the token of a hold granted on every store of the
+// configuration (hx is zero in C2) and makes the composite hold, whose
+// window runs from the earlier start for the shorter lease. A hold whose
+// token cannot be computed is given back.
+func (d *Driver) finish(ctx context.Context, key string, hx driver.Hold, sinceX time.Time, hy driver.Hold, sinceY time.Time) (driver.Hold, error) {
+	since := sinceY
+	if d.from != nil {
+		since = minTime(sinceX, sinceY)
+	}
+	token, err := d.token(ctx, key, hx.Token, hy.Token)
 	if err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
