@@ -229,3 +229,35 @@ func TestTokensIncreaseMemToFile(t *testing.T) {
 func TestTokensIncreaseFileToMem(t *testing.T) {
 	movetest.RunTokens(t, "file://"+t.TempDir(), "mem://y"+uniq(t), "k/")
 }
+
+// TestSemaphoreRecordMoves: the number of permits a C0 or C1 client
+// recorded on X is found by C2 on Y: a C2 client of another number is
+// refused, one of the same number takes a permit.
+func TestSemaphoreRecordMoves(t *testing.T) {
+	ctx := context.Background()
+	n := uniq(t)
+	x, y := "mem://x"+n, "mem://y"+n
+	c0 := open(t, x)
+	s0, _ := c0.NewSemaphore("pool", 3)
+	if err := s0.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = s0.Unlock(ctx)
+	c1 := open(t, c1URL(x, y))
+	s1, _ := c1.NewSemaphore("pool", 3)
+	if err := s1.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = s1.Unlock(ctx)
+	commit(t, x, y)
+	c2 := open(t, movetest.C2(y))
+	bad, _ := c2.NewSemaphore("pool", 5)
+	if err := bad.Lock(ctx); !errors.Is(err, dlock.ErrInvalidOption) {
+		t.Fatalf("C2 semaphore of 5 permits where 3 are recorded: %v", err)
+	}
+	good, _ := c2.NewSemaphore("pool", 3)
+	if err := good.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = good.Unlock(ctx)
+}
