@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/move"
+	"github.com/dlock-go/dlock/internal/move/movetest"
 	"github.com/dlock-go/dlock/internal/testenv"
 )
 
@@ -58,6 +59,7 @@ func commitMove(t *testing.T, from, to Backend) move.Record {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { movetest.ClearCommit(t, to.URL, rec) })
 	return rec
 }
 
@@ -114,7 +116,8 @@ func rollingMoveCanary(t *testing.T, from, to Backend) {
 }
 
 // ownPrefix gives a run's new store a namespace of its own (an etcd or
-// ZooKeeper prefix, a Redis key prefix, a PostgreSQL table): the commit
+// ZooKeeper prefix, a Redis key prefix; on PostgreSQL one table for the
+// scenario, whose record commitMove clears): the commit
 // record is one per store, and a record left by another run would make
 // this run's C1 workers lift their tokens while its C0 workers still run
 // (the step lockctl move commit refuses).
@@ -129,7 +132,7 @@ func ownPrefix(t *testing.T, b Backend) Backend {
 	case "redis":
 		q.Set("prefix", name)
 	case "postgres", "postgresql":
-		q.Set("table", name)
+		q.Set("table", "dlock_faults_move") // one table; commitMove clears its record
 	default:
 		u.Path = "/" + name
 	}

@@ -2,6 +2,9 @@ package movetest
 
 import (
 	"context"
+	"errors"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +23,29 @@ import (
 	"github.com/dlock-go/dlock/internal/move/movetest"
 	"github.com/dlock-go/dlock/internal/testenv"
 )
+
+// namespaced gives raw a namespace of this test's own (a key prefix; on
+// PostgreSQL a table of these tests, whose record Commit clears): the
+// commit record is one per namespace, and one left by an
+// earlier run would commit this run's move before it starts.
+func namespaced(t *testing.T, raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := testenv.Unique(t, "move")
+	q := u.Query()
+	switch u.Scheme {
+	case "redis":
+		q.Set("prefix", name)
+	case "postgres", "postgresql":
+		q.Set("table", "dlock_move_test") // one table; Commit clears its record
+	default:
+		u.Path = "/" + name
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
 
 // stores returns a Redis URL and an etcd URL under a prefix of this test's.
 func stores(t *testing.T) (redisURL, etcdURL string) {
@@ -198,10 +224,26 @@ func TestTokensOtherPairs(t *testing.T) {
 		{"redis-consul", "DLOCK_CONSUL_URL", []dlock.Option{dlock.WithTTL(10 * time.Second)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			movetest.RunTokens(t, r, testenv.Endpoint(t, tc.env), testenv.Unique(t, "k")+"/", tc.opts...)
+			movetest.RunTokens(t, r, namespaced(t, testenv.Endpoint(t, tc.env)), "k/", tc.opts...)
 		})
 	}
 	t.Run("file-redis", func(t *testing.T) {
 		movetest.RunTokens(t, "file://"+t.TempDir(), r, "k/", dlock.WithTTL(3*time.Second))
 	})
+}
+
+// TestDisjointTTLs: ZooKeeper with a 2s session honours only 2s, Consul
+// 10s to 24h: a move between them is refused when it is opened.
+func TestDisjointTTLs(t *testing.T) {
+	z := testenv.Endpoint(t, "DLOCK_ZK_URL") + "/" + testenv.Unique(t, "move") + "?session_timeout=2s"
+	c := testenv.Endpoint(t, "DLOCK_CONSUL_URL") + "/" + testenv.Unique(t, "move")
+	ctx := testenv.Context(t, 30*time.Second)
+	l, err := dlock.Open(ctx, movetest.C1(z, c))
+	if err == nil {
+		_ = l.Close()
+		t.Fatal("a move between stores of disjoint TTLs opened")
+	}
+	if !errors.Is(err, dlock.ErrInvalidURL) || !errors.Is(err, dlock.ErrInvalidOption) || !strings.Contains(err.Error(), "no common TTL") {
+		t.Fatalf("error %v; want ErrInvalidURL and ErrInvalidOption, saying there is no common TTL", err)
+	}
 }

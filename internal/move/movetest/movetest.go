@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/move"
 )
 
@@ -49,7 +50,23 @@ func Commit(t testing.TB, from, to string) move.Record {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { ClearCommit(t, to, r) })
 	return r
+}
+
+// ClearCommit removes the commit record r from to, so that a store
+// shared by several test runs is not left committed.
+func ClearCommit(t testing.TB, to string, r move.Record) {
+	ctx := context.Background()
+	y, err := dlock.OpenDriver(ctx, to)
+	if err != nil {
+		t.Errorf("clearing the commit: %v", err)
+		return
+	}
+	defer y.Close()
+	if _, err := y.(driver.Recorder).ClearRecord(ctx, move.CommitKey, r.String()); err != nil {
+		t.Errorf("clearing the commit: %v", err)
+	}
 }
 
 // sequence checks that a key's tokens strictly increase.
