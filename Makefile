@@ -8,7 +8,7 @@ DLOCKENV    := bin/dlockenv
 # ./... at the root would stop at the nested modules.
 PKGS        := github.com/dlock-go/dlock/...
 # The modules, each with its own go.mod (see CONTRIBUTING.md, Modules).
-MODULES     := . backend/consul backend/etcd backend/postgres backend/zookeeper otel tools
+MODULES     := . backend/consul backend/etcd backend/postgres backend/zookeeper cron otel tools
 GOTEST      := $(GO) test -race -count=1 -timeout 30m
 # Staticcheck 2026.2.2; needs Go 1.26 to build and understands Go 1.26 code.
 STATICCHECK_VERSION := v0.8.2

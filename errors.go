@@ -44,7 +44,8 @@ var (
 
 // Why a hold was lost. An error matching ErrLockLost (from Mutex.Err,
 // Unlock, Renew, or context.Cause of Do's context) also matches exactly one
-// of these, and wraps the backend's detail when there is one.
+// of these (ErrMaxHoldReached is an intended end rather than a failure),
+// and wraps the backend's detail when there is one.
 var (
 	// ErrRenewalFailed: renewals were attempted and failed (the backend did
 	// not answer in time, or answered with an error) until the validity
@@ -65,9 +66,10 @@ var (
 )
 
 // lossError is the error a lost hold ends with: it matches ErrLockLost,
-// its kind (ErrRenewalFailed, ErrReportedLost or ErrLeaseExpired), and the
-// backend's detail (its own sentinels included), except ErrNotHeld in that
-// detail: a lost hold is ErrLockLost, never ErrNotHeld.
+// its kind (ErrRenewalFailed, ErrReportedLost, ErrLeaseExpired or
+// ErrMaxHoldReached), and the backend's detail (its own sentinels
+// included), except ErrNotHeld in that detail: a lost hold is ErrLockLost,
+// never ErrNotHeld.
 type lossError struct {
 	kind   error
 	detail error // nil when there is none

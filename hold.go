@@ -25,7 +25,8 @@ type hold struct {
 	gt *gate
 	dh driver.Hold
 
-	acquired time.Time     // when the grant came back, for HoldEnd
+	acquired time.Time     // when the grant came back, for HoldEnd and the minimum and maximum hold
+	maxAt    time.Time     // acquired + the maximum hold (WithMaxHold); zero for none
 	done     chan struct{} // closed when the hold ends, by Unlock or by loss
 	// stopLoss stops listening for the driver's loss signal: undoes
 	// driver.LossNotifier.OnLost, or ends the Lost watcher goroutine; nil
@@ -37,6 +38,7 @@ type hold struct {
 	hi int32
 
 	gateLeft atomic.Bool // leaveGate has run
+	freeOnce sync.Once   // the key is given back on the store once (free)
 	started  bool        // the hold is in the scheduler; h.mu held
 	isEnded  bool        // h.mu held
 
@@ -95,6 +97,9 @@ func (fl *flight) stop() {
 func newHold(m *Mutex, gt *gate, dh driver.Hold, sent time.Time) *hold {
 	h := &hold{m: m, gt: gt, dh: dh, acquired: time.Now(), done: make(chan struct{}), hi: -1,
 		sched: m.l.sched, obs: m.obs, autoRenew: m.opts.autoRenew}
+	if m.opts.maxHold > 0 {
+		h.maxAt = h.acquired.Add(m.opts.maxHold)
+	}
 	h.setLease(sent, dh.TTL)
 	return h
 }
@@ -103,7 +108,7 @@ func newHold(m *Mutex, gt *gate, dh driver.Hold, sent time.Time) *hold {
 // held, or before the hold is shared.
 func (h *hold) setLease(sent time.Time, ttl time.Duration) {
 	if ttl <= 0 {
-		ttl = h.m.opts.ttl
+		ttl = h.m.opts.requestTTL(h.m.l.lim)
 	}
 	h.lease = Lease{Token: Token(h.dh.Token), TTL: ttl, Expires: sent.Add(ttl - drift(ttl))}
 	h.renewAt = h.sched.align(sent.Add(driver.RenewInterval(ttl)), ttl)
@@ -121,6 +126,9 @@ func (h *hold) nextWake() time.Time {
 	at := h.lossAt()
 	if h.autoRenew && h.renewAt.Before(at) {
 		at = h.renewAt
+	}
+	if !h.maxAt.IsZero() && h.maxAt.Before(at) {
+		at = h.maxAt
 	}
 	return at
 }
@@ -319,6 +327,7 @@ const (
 	actNone  = iota // nothing now (it ended, or it is scheduled again)
 	actLose         // its validity window ran down to the loss margin
 	actRenew        // renew it: it is marked in flight
+	actMax          // it reached its maximum hold: end and release it
 )
 
 // decide is the watchdog: it declares the hold lost at lossAt, and
@@ -340,8 +349,11 @@ func (h *hold) decide(now time.Time, batched bool) int {
 	if !now.Before(h.lossAt()) {
 		return actLose
 	}
+	if !h.maxAt.IsZero() && !now.Before(h.maxAt) {
+		return actMax
+	}
 	if h.fl != nil {
-		h.sched.schedule(h, h.lossAt())
+		h.sched.schedule(h, h.flightWake())
 		return actNone
 	}
 	if !h.autoRenew || now.Before(h.renewAt) {
@@ -353,8 +365,46 @@ func (h *hold) decide(now time.Time, batched bool) int {
 		fl.ctx, fl.cancel = context.WithCancel(context.Background())
 	}
 	h.fl = fl
-	h.sched.schedule(h, h.lossAt())
+	h.sched.schedule(h, h.flightWake())
 	return actRenew
+}
+
+// flightWake is when the watchdog must look again while a renewal is in
+// flight: at lossAt, or at the maximum hold if that comes first. h.mu held.
+func (h *hold) flightWake() time.Time {
+	at := h.lossAt()
+	if !h.maxAt.IsZero() && h.maxAt.Before(at) {
+		at = h.maxAt
+	}
+	return at
+}
+
+// reachMax ends a hold that has reached its maximum duration
+// (WithMaxHold), as the watchdog's work: it stops renewing it, ends it
+// with an error matching ErrLockLost and ErrMaxHoldReached, waits for a
+// renewal in flight, and gives the key back as Unlock would (the minimum
+// hold, no longer than the maximum, has passed). The hold stays the
+// Mutex's current one, as a lost hold does, so that Unlock reports why it
+// ended.
+func (h *hold) reachMax() {
+	err := newLoss(ErrMaxHoldReached, fmt.Errorf("held for its maximum of %v", h.m.opts.maxHold))
+	if h.end(err, nil) {
+		return
+	}
+	h.finish(nil) // already ended: waits for a renewal in flight
+	ctx, cancel := context.WithTimeout(context.Background(), closeReleaseTimeout)
+	defer cancel()
+	_ = h.free(ctx)
+	h.leaveGate()
+}
+
+// free gives the key back on the store (Mutex.freeKey), once: when the
+// watchdog has already released a hold that reached its maximum, the
+// Unlock that follows makes no second call.
+func (h *hold) free(ctx context.Context) error {
+	var err error
+	h.freeOnce.Do(func() { err = h.m.freeKey(ctx, h) })
+	return err
 }
 
 // watchdogRenew is one renewal by the watchdog, marked in flight by decide.

@@ -54,7 +54,8 @@ type Hold interface {
 }
 
 // Lockable is a Hold that can be taken: what Do runs a function under.
-// Mutex, MultiMutex, Semaphore and Election are all Lockable.
+// Mutex, MultiMutex, Semaphore, Election and RWMutex (its writer; RLocker
+// gives its reader) are all Lockable.
 type Lockable interface {
 	Hold
 	// Lock blocks until the hold is taken or ctx ends, waiting on the
@@ -70,4 +71,6 @@ var (
 	_ Lockable = (*MultiMutex)(nil)
 	_ Lockable = (*Semaphore)(nil)
 	_ Lockable = (*Election)(nil)
+	_ Lockable = (*RWMutex)(nil)
+	_ Lockable = rlocker{}
 )

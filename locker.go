@@ -60,6 +60,7 @@ type Locker struct {
 	gates             gates
 	sched             *scheduler          // the renewal watchdog of every hold
 	lossN             driver.LossNotifier // nil unless the driver calls back on loss
+	lapser            driver.Lapser       // nil unless the driver can let a hold lapse (WithMinHold)
 	ownerChecked      bool                // the driver's renewals change only their own holds (driver.OwnerCheckedRenewer)
 	wg                sync.WaitGroup      // scheduler and Lost watcher goroutines
 
@@ -102,6 +103,9 @@ func NewLocker(d driver.Locker, opts ...Option) (*Locker, error) {
 	if ln, ok := d.(driver.LossNotifier); ok {
 		l.lossN = ln
 	}
+	if lp, ok := d.(driver.Lapser); ok {
+		l.lapser = lp
+	}
 	if oc, ok := d.(driver.OwnerCheckedRenewer); ok {
 		l.ownerChecked = oc.OwnerCheckedRenewals()
 	}
@@ -111,6 +115,9 @@ func NewLocker(d driver.Locker, opts ...Option) (*Locker, error) {
 	}
 	l.defaults = l.defaults.withinLimits(l.lim)
 	if err := l.defaults.validate(l.lim); err != nil {
+		return nil, err
+	}
+	if err := l.defaults.validateHolds(l.lapser != nil); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -131,6 +138,9 @@ func (l *Locker) NewMutex(key string, opts ...Option) (*Mutex, error) {
 		opt(&o)
 	}
 	if err := o.validate(l.lim); err != nil {
+		return nil, err
+	}
+	if err := o.validateHolds(l.lapser != nil); err != nil {
 		return nil, err
 	}
 	return &Mutex{l: l, key: key, opts: o, obs: o.observer()}, nil

@@ -39,8 +39,8 @@ import (
 //   - Why a hold ended. Err returns nil while the Mutex holds its lock (or
 //     never held it); afterwards ErrUnlocked, ErrClosed, or an error
 //     matching ErrLockLost and exactly one of ErrRenewalFailed,
-//     ErrReportedLost and ErrLeaseExpired, with the backend's detail
-//     wrapped. context.Cause of Do's context is the same error.
+//     ErrReportedLost, ErrLeaseExpired and ErrMaxHoldReached, with the
+//     backend's detail wrapped. context.Cause of Do's context is the same error.
 //   - A Lock whose context ends while the key is held elsewhere returns an
 //     error matching the context's error and ErrNotAcquired (the backend
 //     answered that the key was held; this includes waiting behind another
@@ -115,10 +115,12 @@ func (m *Mutex) Done() <-chan struct{} {
 }
 
 // Err reports why the last hold ended: nil while held or if nothing
-// was ever held; ErrUnlocked after Unlock (or Do's return); ErrClosed
+// was ever held; ErrUnlocked after Unlock (or Do's return), also when a
+// minimum hold (WithMinHold) keeps the key held a while longer; ErrClosed
 // when the Locker was closed under the hold; an error matching
-// ErrLockLost and one of ErrRenewalFailed, ErrReportedLost and
-// ErrLeaseExpired when it was lost. A new Lock resets it to nil.
+// ErrLockLost and one of ErrRenewalFailed, ErrReportedLost,
+// ErrLeaseExpired and ErrMaxHoldReached (WithMaxHold) when it was lost.
+// A new Lock resets it to nil.
 func (m *Mutex) Err() error {
 	m.mu.Lock()
 	h, last := m.h, m.lastErr
@@ -174,7 +176,7 @@ func (m *Mutex) finishCall(op string, cctx context.Context, err error) error {
 func (m *Mutex) request() driver.Request {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	return driver.Request{Key: m.key, TTL: m.opts.ttl, Owner: hex.EncodeToString(b[:]), Meta: m.opts.meta}
+	return driver.Request{Key: m.key, TTL: m.opts.requestTTL(m.l.lim), Owner: hex.EncodeToString(b[:]), Meta: m.opts.meta, MinHold: m.opts.minHold}
 }
 
 // TryLock makes one attempt. It returns ErrNotAcquired when the key is
@@ -500,7 +502,7 @@ func (m *Mutex) release(ctx context.Context, h *hold, why error) error {
 		why = ErrUnlocked
 	}
 	wasLost := h.finish(why)
-	err := m.l.drv.Release(ctx, h.dh)
+	err := h.free(ctx)
 	m.l.untrack(h)
 	h.leaveGate()
 	switch {
@@ -519,6 +521,19 @@ func (m *Mutex) release(ctx context.Context, h *hold, why error) error {
 	m.lastErr = h.endCause()
 	m.mu.Unlock()
 	return err
+}
+
+// freeKey gives h's key back on the store: at once, or, with a minimum
+// hold (WithMinHold) that has not passed since the grant came back, when
+// it has (driver.Lapser). Both are owner-checked: a key no longer h's is
+// left alone. Call it through hold.free, which calls it once.
+func (m *Mutex) freeKey(ctx context.Context, h *hold) error {
+	if m.opts.minHold > 0 && m.l.lapser != nil {
+		if left := m.opts.minHold - time.Since(h.acquired); left > 0 {
+			return m.l.lapser.ReleaseAfter(ctx, h.dh, left)
+		}
+	}
+	return m.l.drv.Release(ctx, h.dh)
 }
 
 // Renew extends the lease to a full TTL from now. It returns ErrNotHeld

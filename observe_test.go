@@ -67,8 +67,10 @@ func TestObserverSeesAHoldsLife(t *testing.T) {
 	ctx := context.Background()
 	rec := &recorder{}
 	store := memory.NewStore()
-	l1, _ := memory.New(store, dlock.WithObserver(rec), dlock.WithTTL(150*time.Millisecond))
-	l2, _ := memory.New(store, dlock.WithObserver(rec))
+	// Without mem://'s queue (driver.Acquirer), so that b's Lock waits by
+	// watching, and its watch steps are seen.
+	l1, _ := dlock.NewLocker(watchOnly{store.Driver()}, dlock.WithObserver(rec), dlock.WithTTL(150*time.Millisecond))
+	l2, _ := dlock.NewLocker(watchOnly{store.Driver()}, dlock.WithObserver(rec))
 	defer l1.Close()
 	defer l2.Close()
 	a, _ := l1.NewMutex("k")
@@ -96,6 +98,12 @@ func TestObserverSeesAHoldsLife(t *testing.T) {
 		"begin unlock mem k", "end unlock released", "hold ended "+dlock.ErrUnlocked.Error(),
 		"hold lost backend_reported")
 }
+
+// watchOnly is a driver whose Locks wait by watching the key: the
+// embedded driver's optional interfaces are hidden.
+type watchOnly struct{ driver.Locker }
+
+func (watchOnly) Scheme() string { return memory.Scheme }
 
 // slowRenew fails every renewal the way an unreachable server does.
 type slowRenew struct{ driver.Locker }

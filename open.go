@@ -15,8 +15,9 @@ import (
 )
 
 // OpenFunc opens a driver for a backend URL. Portable parameters (ttl,
-// autorenew) have been removed from u's query; the rest are the driver's,
-// and it must reject any it does not know (driver.Params does this).
+// autorenew, minhold, maxhold) have been removed from u's query; the rest
+// are the driver's, and it must reject any it does not know (driver.Params
+// does this).
 type OpenFunc func(ctx context.Context, u *url.URL) (driver.Locker, error)
 
 // The scheme registry is the only package-level state in dlock.
@@ -64,6 +65,8 @@ func Schemes() []string {
 //
 //	ttl=30s         default lease of Mutexes made from this Locker
 //	autorenew=true  renewal watchdog on or off
+//	minhold=1m      minimum duration of every hold (WithMinHold)
+//	maxhold=10m     maximum duration of every hold (WithMaxHold)
 //
 // Anything else is the backend's; an unknown parameter is an error whose
 // message lists every parameter the URL may carry. Every error Open returns
@@ -80,8 +83,8 @@ func Schemes() []string {
 //   - ctx's error when ctx had ended, as well.
 //
 // opts set the defaults of every Mutex made from the Locker, as NewLocker's
-// do (WithObserver, WithLogger, WithTTL, ...); the URL's ttl and autorenew
-// parameters, when given, win over them.
+// do (WithObserver, WithLogger, WithTTL, ...); the URL's ttl, autorenew,
+// minhold and maxhold parameters, when given, win over them.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -154,11 +157,12 @@ func isWordByte(c byte) bool {
 
 func (e *openError) Unwrap() error { return e.err }
 
-// portableParams takes ttl and autorenew out of u's query.
+// portableParams takes ttl, autorenew, minhold and maxhold out of u's
+// query.
 func portableParams(u *url.URL) ([]Option, error) {
 	q := u.Query()
 	var opts []Option
-	only := url.Values{"ttl": q["ttl"], "autorenew": q["autorenew"]}
+	only := url.Values{"ttl": q["ttl"], "autorenew": q["autorenew"], "minhold": q["minhold"], "maxhold": q["maxhold"]}
 	p := driver.NewParams(&url.URL{RawQuery: only.Encode()})
 	if _, ok := q["ttl"]; ok {
 		if v := q.Get("ttl"); beyondDuration(v) {
@@ -170,11 +174,26 @@ func portableParams(u *url.URL) ([]Option, error) {
 	if _, ok := q["autorenew"]; ok {
 		opts = append(opts, WithAutoRenew(p.Bool("autorenew", true)))
 	}
+	for _, hp := range []struct {
+		name string
+		opt  func(time.Duration) Option
+	}{{"minhold", WithMinHold}, {"maxhold", WithMaxHold}} {
+		if _, ok := q[hp.name]; !ok {
+			continue
+		}
+		if v := q.Get(hp.name); beyondDuration(v) {
+			return nil, fmt.Errorf("%w: %w: %s=%s is above dlock's maximum of %v (dlock.MaxTTL, 10 years)",
+				ErrInvalidURL, ErrInvalidOption, hp.name, v, MaxTTL)
+		}
+		opts = append(opts, hp.opt(p.Duration(hp.name, 0)))
+	}
 	if err := p.Done(); err != nil {
 		return nil, err
 	}
 	q.Del("ttl")
 	q.Del("autorenew")
+	q.Del("minhold")
+	q.Del("maxhold")
 	u.RawQuery = q.Encode()
 	return opts, nil
 }

@@ -37,7 +37,7 @@ func TestOpenBadInput(t *testing.T) {
 		{"mem://?ttl=1ns", dlock.ErrInvalidOption, "10ms"},
 		// A bad parameter is a bad URL, whatever its cause.
 		{"mem://?ttl=0s", dlock.ErrInvalidURL, "positive"},
-		{"mem://?tll=5s", dlock.ErrInvalidURL, "(known: autorenew, ttl)"},
+		{"mem://?tll=5s", dlock.ErrInvalidURL, "(known: autorenew, maxhold, minhold, ttl)"},
 		{"mem://x/path", dlock.ErrInvalidURL, "path"},
 	} {
 		l, err := dlock.Open(ctx, tc.url)

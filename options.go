@@ -131,6 +131,42 @@ func (o options) validate(lim driver.Limits) error {
 	return nil
 }
 
+// validateHolds checks the minimum and maximum hold (WithMinHold,
+// WithMaxHold); lapser says whether the driver can keep a key held past
+// its release (driver.Lapser), which a minimum hold needs.
+func (o options) validateHolds(lapser bool) error {
+	if o.minHold < 0 {
+		return fmt.Errorf("%w: minimum hold must not be negative, got %v", ErrInvalidOption, o.minHold)
+	}
+	if o.maxHold < 0 {
+		return fmt.Errorf("%w: maximum hold must not be negative, got %v", ErrInvalidOption, o.maxHold)
+	}
+	if o.minHold > MaxTTL || o.maxHold > MaxTTL {
+		return fmt.Errorf("%w: a minimum or maximum hold above dlock's maximum of %v (dlock.MaxTTL)", ErrInvalidOption, MaxTTL)
+	}
+	if o.minHold > 0 && o.maxHold > 0 && o.maxHold < o.minHold {
+		return fmt.Errorf("%w: maximum hold %v is shorter than the minimum hold %v", ErrInvalidOption, o.maxHold, o.minHold)
+	}
+	if o.minHold > 0 && !lapser {
+		return fmt.Errorf("%w: this backend cannot keep a key held past its release (driver.Lapser), so a minimum hold cannot be kept", ErrInvalidOption)
+	}
+	return nil
+}
+
+// requestTTL is the lease asked of the driver: the TTL, raised to the
+// minimum hold (within the backend's maximum) so that a holder that dies
+// still keeps the key that long.
+func (o options) requestTTL(lim driver.Limits) time.Duration {
+	ttl := o.ttl
+	if o.minHold > ttl {
+		ttl = o.minHold
+		if lim.MaxTTL > 0 && ttl > lim.MaxTTL {
+			ttl = max(lim.MaxTTL, o.ttl)
+		}
+	}
+	return ttl
+}
+
 // drift is the allowance for clock drift between client and server
 // (driver.DriftAllowance).
 func drift(ttl time.Duration) time.Duration { return driver.DriftAllowance(ttl) }

@@ -216,6 +216,8 @@ func (s *scheduler) dispatch(due []*hold, now time.Time) {
 			lost = append(lost, h)
 		case actRenew:
 			renew = append(renew, h)
+		case actMax:
+			s.run(h.reachMax)
 		}
 	}
 	if len(lost) > 0 {

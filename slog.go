@@ -2,13 +2,15 @@ package dlock
 
 import (
 	"context"
+	"errors"
 	"github.com/dlock-go/dlock/observe"
 	"log/slog"
 )
 
 // WithLogger logs the life of holds to l, with structured attributes:
 // ERROR for a lost hold (key, token, cause), WARN for a renewal that failed
-// without losing the hold yet, DEBUG for acquisitions and releases. Without
+// without losing the hold yet and for a hold ended at its maximum
+// (WithMaxHold), DEBUG for acquisitions and releases. Without
 // it dlock logs nothing: a library does not write to the global logger
 // unless asked. It is an Observer like any other (see WithObserver).
 func WithLogger(l *slog.Logger) Option {
@@ -40,6 +42,12 @@ func (s slogObserver) End(ctx context.Context, c observe.Call, r observe.Result)
 }
 
 func (s slogObserver) HoldEnd(e observe.HoldEnd) {
+	if e.Lost && errors.Is(e.Cause, ErrMaxHoldReached) {
+		s.l.LogAttrs(context.Background(), slog.LevelWarn, "dlock: maximum hold reached; released",
+			slog.String("backend", e.Backend), slog.String("key", e.Key),
+			slog.Uint64("token", e.Token), slog.Duration("held", e.Held))
+		return
+	}
 	if e.Lost {
 		s.l.LogAttrs(context.Background(), slog.LevelError, "dlock: lock lost",
 			slog.String("backend", e.Backend), slog.String("key", e.Key),

@@ -18,11 +18,35 @@ import (
 //     about 1ms. It reports handoff latency (from the holder starting
 //     Unlock to the next holder's Lock returning) as the custom metrics
 //     handoff-p50-ms and handoff-p99-ms, and acquisitions per second.
+//   - RWMutexRead, RWMutexWrite: RLock+RUnlock and Lock+Unlock of a
+//     read-write lock of 4 readers, uncontended, beside Uncontended's
+//     Mutex (docs/rwmutex.md, Cost).
 func RunBenchmarks(b *testing.B, h Harness) {
 	s := &suite{h: h, run: randomID()}
 	b.Run("Uncontended", s.benchUncontended)
 	b.Run("ParallelKeys", s.benchParallelKeys)
 	b.Run("Contended", s.benchContended)
+	b.Run("RWMutexRead", func(b *testing.B) { s.benchRW(b, true) })
+	b.Run("RWMutexWrite", func(b *testing.B) { s.benchRW(b, false) })
+}
+
+func (s *suite) benchRW(b *testing.B, read bool) {
+	ctx := context.Background()
+	rw := mustRW(b, s.benchLocker(b), s.key(b, "rw"), 4)
+	lock, unlock := rw.Lock, rw.Unlock
+	if read {
+		lock, unlock = rw.RLock, rw.RUnlock
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := lock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 func (s *suite) benchLocker(b *testing.B) *dlock.Locker {

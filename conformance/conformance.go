@@ -33,7 +33,10 @@
 // InspectQueue, InspectExpiry, Break, InspectErrors, multi-key locks':
 // MultiLock, MultiPartial, MultiOverlap, MultiLoss, MultiClose,
 // MultiLossWindow, semaphores': Semaphore, SemaphoreBound,
-// SemaphoreExpiry, SemaphoreMismatch, SemaphoreRecord, SemaphoreClose, the
+// SemaphoreExpiry, SemaphoreMismatch, SemaphoreRecord, SemaphoreClose,
+// read-write locks' (rwmutex.go): RWMutexShare, RWMutexExclusion,
+// RWMutexStarvation, RWMutexOrder, RWMutexFencing, RWMutexLoss,
+// RWMutexExpiry, RWMutexClose, RWMutexErrors, the
 // hold shape's, on a Mutex, a MultiMutex, a Semaphore and an Election
 // alike: HoldShape, HoldShapeLoss, HoldShapeElection, and leader
 // election's: ElectionOneLeader, ElectionBlocks, ElectionObserve,
@@ -41,7 +44,9 @@
 // and the driver's own contract, on Harness.NewDriver's drivers:
 // DriverInterfaces, DriverRecord, DriverRecordKeys, DriverRecordRace,
 // DriverClearRecordRace, DriverRecordApart, DriverRecordClosed,
-// DriverRenewBatch, DriverOwnerChecked. A backend tests in its own
+// DriverRenewBatch, DriverOwnerChecked, and the minimum and maximum
+// hold's: MinHoldUnlock, MinHoldClose, MinHoldPassed, MinHoldSemaphore,
+// MaxHold, MinMaxErrors. A backend tests in its own
 // package only what is its own (a quorum, a store's layout, a failure
 // of its servers), not these.
 // RunBenchmarks measures the same backend: uncontended Lock+Unlock, parallel distinct keys, and contended
@@ -242,11 +247,13 @@ func Run(t *testing.T, h Harness) {
 		{"HoldShapeLoss", false, s.holdShapeLoss},
 		{"HoldShapeElection", false, s.holdShapeElection},
 	}
-	// Leader election (election.go): serial, since they count goroutines
-	// and close Lockers. The driver-level contract (driver.go): serial,
+	// Leader election (election.go) and read-write locks (rwmutex.go):
+	// serial, since they count goroutines and close Lockers. The driver-level contract (driver.go): serial,
 	// since they open and close drivers; the ones that wait on a lease
 	// run in parallel inside.
-	for _, c := range append(s.electionCases(), s.driverCases()...) {
+	// The minimum and maximum hold (minhold.go): serial, since they open
+	// and close Lockers.
+	for _, c := range append(append(append(s.electionCases(), s.rwmutexCases()...), s.driverCases()...), s.minMaxCases()...) {
 		cases = append(cases, struct {
 			name     string
 			parallel bool

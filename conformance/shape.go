@@ -4,14 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/dlock-go/dlock"
 )
 
-// The hold shape cases: a Mutex, a MultiMutex, a Semaphore's permit and an
-// Election's term are each a dlock.Lockable, and each behaves as one under
+// The hold shape cases: a Mutex, a MultiMutex, a Semaphore's permit, an
+// Election's term, an RWMutex's write hold and, through RLocker, its read
+// hold are each a dlock.Lockable, and each behaves as one under
 // Do, Renew, Unlock and TryLock, on every backend.
 
 // lockable is one kind of Lockable the hold shape cases run over.
@@ -29,9 +31,15 @@ type lockable struct {
 	breakHold func(t *testing.T, ctx context.Context, other *dlock.Locker, x dlock.Lockable) error
 }
 
-// lockables returns the four kinds, each on resources unique to the
-// subtest that calls make.
+// lockables returns the kinds, each on resources unique to the subtest
+// that calls make.
 func (s *suite) lockables() []lockable {
+	// The RWMutex behind each reader's RLocker.
+	var readers sync.Map // dlock.Lockable -> *dlock.RWMutex
+	readerOf := func(x dlock.Lockable) *dlock.RWMutex {
+		rw, _ := readers.Load(x)
+		return rw.(*dlock.RWMutex)
+	}
 	breakKey := func(key func(dlock.Lockable) string) func(*testing.T, context.Context, *dlock.Locker, dlock.Lockable) error {
 		return func(_ *testing.T, ctx context.Context, other *dlock.Locker, x dlock.Lockable) error {
 			k := key(x)
@@ -97,6 +105,38 @@ func (s *suite) lockables() []lockable {
 			},
 			breakHold: breakKey(func(x dlock.Lockable) string { return x.(*dlock.Election).Key() }),
 		},
+		{
+			name: "RWMutex",
+			make: func(t *testing.T, l *dlock.Locker, opts ...dlock.Option) dlock.Lockable {
+				return mustRW(t, l, s.key(t, "rw"), 2, opts...)
+			},
+			holders: 1,
+			tokens: func(x dlock.Lockable) map[string]dlock.Token {
+				rw := x.(*dlock.RWMutex)
+				return map[string]dlock.Token{rw.GateKey(): rw.Token()}
+			},
+			breakHold: breakKey(func(x dlock.Lockable) string { return x.(*dlock.RWMutex).GateKey() }),
+		},
+		{
+			name: "RWMutexReader",
+			make: func(t *testing.T, l *dlock.Locker, opts ...dlock.Option) dlock.Lockable {
+				rw := mustRW(t, l, s.key(t, "rw"), 2, opts...)
+				x := rw.RLocker()
+				readers.Store(x, rw)
+				return x
+			},
+			holders: 2,
+			// A reader's token is a gate token: readers' tokens compare.
+			tokens: func(x dlock.Lockable) map[string]dlock.Token {
+				return map[string]dlock.Token{readerOf(x).GateKey(): x.Token()}
+			},
+			// The reader's slot, the only one held when it is broken.
+			breakHold: func(t *testing.T, ctx context.Context, other *dlock.Locker, x dlock.Lockable) error {
+				k := heldSlot(t, ctx, other, readerOf(x))
+				_, err := other.Break(ctx, k)
+				return err
+			},
+		},
 	}
 }
 
@@ -131,13 +171,13 @@ func checkTakeable(t *testing.T, ctx context.Context, what string, y dlock.Locka
 	}
 }
 
-// HoldShape: for each of Mutex, MultiMutex, Semaphore and Election, Do
-// runs fn with the hold taken (a token, a valid lease, its context's
-// Deadline the lease's end) and unlocks when fn returns and when it
-// panics (the panic goes on); Renew moves the lease's end forward while
-// held and returns ErrNotHeld when not; Unlock when not held returns
-// ErrNotHeld; TryLock while another Locker holds returns ErrNotAcquired;
-// the next holder's token is strictly greater.
+// HoldShape: for each of Mutex, MultiMutex, Semaphore, Election and
+// RWMutex (writer and reader), Do runs fn with the hold taken (a token, a
+// valid lease, its context's Deadline the lease's end) and unlocks when fn
+// returns and when it panics (the panic goes on); Renew moves the lease's
+// end forward while held and returns ErrNotHeld when not; Unlock when not
+// held returns ErrNotHeld; TryLock while another Locker holds returns
+// ErrNotAcquired; the next holder's token is strictly greater.
 func (s *suite) holdShape(t *testing.T) {
 	for _, k := range s.lockables() {
 		t.Run(k.name, func(t *testing.T) {
@@ -274,8 +314,8 @@ func (s *suite) holdShape(t *testing.T) {
 	}
 }
 
-// HoldShapeLoss: for each of Mutex, MultiMutex, Semaphore and Election,
-// when the hold is broken from outside while fn runs under Do, fn's
+// HoldShapeLoss: for each of Mutex, MultiMutex, Semaphore, Election and
+// RWMutex (writer and reader), when the hold is broken from outside while fn runs under Do, fn's
 // context ends with a cause matching ErrLockLost, equal to Err, and Do
 // returns an error matching ErrLockLost; another Locker can then take it.
 func (s *suite) holdShapeLoss(t *testing.T) {

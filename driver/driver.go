@@ -32,7 +32,7 @@
 // A Locker may also implement these seven, which the portable layer checks
 // with a type assertion and does without:
 //
-//   - [Acquirer]: a blocking, queue-based acquire (etcd, ZooKeeper, Redis). When
+//   - [Acquirer]: a blocking, queue-based acquire (etcd, ZooKeeper, Redis, mem://). When
 //     present, *dlock.Mutex.Lock calls it instead of looping over
 //     TryAcquire and Watch.
 //   - [LockWatcher]: a Watch for a waiting Lock that may wake one waiter
@@ -179,7 +179,8 @@ type Watch interface {
 }
 
 // Acquirer is implemented by drivers whose waiters queue on the server
-// (create-revision order in etcd, sequential znodes in ZooKeeper). Acquire
+// (create-revision order in etcd, sequential znodes in ZooKeeper, a line
+// per key in mem://). Acquire
 // blocks until the hold is granted or ctx ends; when ctx ends it must leave
 // nothing behind (no queue entry) and return ctx's error. If the request
 // had reached the server and was waiting behind a holder, the error must

@@ -17,7 +17,7 @@ var ErrInvalidURL = errors.New("dlock: invalid backend URL")
 // PortableParams are the URL parameters every backend takes, read by
 // dlock.Open and removed from the URL before the driver's OpenFunc sees it.
 // Params lists them among the known parameters in its errors.
-var PortableParams = []string{"autorenew", "ttl"}
+var PortableParams = []string{"autorenew", "maxhold", "minhold", "ttl"}
 
 // Params reads the query parameters of a backend URL. Every getter records
 // the name it was asked for; Done reports any parameter nobody asked for, so

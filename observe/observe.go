@@ -148,17 +148,24 @@ type HoldEnd struct {
 	Held    time.Duration // from acquisition to the end
 	Lost    bool
 	// Cause is why the hold ended: dlock.ErrUnlocked or dlock.ErrClosed
-	// when its owner ended it; when Lost, an error matching
-	// dlock.ErrLockLost and one of dlock.ErrRenewalFailed,
-	// dlock.ErrReportedLost and dlock.ErrLeaseExpired (LossCause names it).
+	// when its owner ended it (a minimum hold, dlock.WithMinHold, that
+	// keeps the key held past the Unlock is no loss: Lost is false); when
+	// Lost, an error matching dlock.ErrLockLost and one of
+	// dlock.ErrRenewalFailed, dlock.ErrReportedLost,
+	// dlock.ErrLeaseExpired and dlock.ErrMaxHoldReached (LossCause names
+	// it). A hold that reached its maximum (dlock.WithMaxHold) is Lost, but
+	// by design, not by a failure: tell it apart with LossCause "max_hold".
 	Cause error
 }
 
 // LossCause names why a hold was lost, as the instruments do:
-// "renewal_failed", "backend_reported" or "expired_unrenewed"; "" for an
-// error that is not a loss.
+// "renewal_failed", "backend_reported", "expired_unrenewed", or
+// "max_hold" for a hold that reached its maximum duration (an intended
+// end, not a failure); "" for an error that is not a loss.
 func LossCause(err error) string {
 	switch {
+	case errors.Is(err, driver.ErrMaxHoldReached):
+		return "max_hold"
 	case errors.Is(err, driver.ErrRenewalFailed):
 		return "renewal_failed"
 	case errors.Is(err, driver.ErrReportedLost):

@@ -16,7 +16,8 @@
 //	dlock.lock.wait.duration     histogram, s   Lock/TryLock call to outcome; dlock.op (lock, trylock),
 //	                                            dlock.outcome (acquired, not_acquired, canceled, error),
 //	                                            error.type unless acquired
-//	dlock.lock.hold.duration     histogram, s   acquisition to the end of the hold; dlock.end (unlocked, lost)
+//	dlock.lock.hold.duration     histogram, s   acquisition to the end of the hold; dlock.end (unlocked, lost,
+//	                                            max_hold)
 //	dlock.lock.acquisitions      counter        holds granted
 //	dlock.lock.held              up-down        holds now held
 //	dlock.lock.renewals          counter        dlock.outcome (renewed, failed, lost, canceled), dlock.watchdog,
@@ -25,7 +26,15 @@
 //	dlock.lock.renewal.margin    histogram, s   what was left of the validity window when a renewal
 //	                                            succeeded: the early warning before a loss
 //	dlock.lock.losses            counter        dlock.loss.cause (renewal_failed, backend_reported,
-//	                                            expired_unrenewed), error.type (lock_lost)
+//	                                            expired_unrenewed, max_hold), error.type (lock_lost,
+//	                                            max_hold_reached)
+//
+// A hold that reached its maximum duration (dlock.WithMaxHold) ends by
+// design, not by a failure: it is counted with dlock.loss.cause max_hold
+// and error.type max_hold_reached, and its duration with dlock.end
+// max_hold, so that alerts on failures can leave it out. A minimum hold
+// (dlock.WithMinHold) that keeps a key held past its Unlock is no loss:
+// dlock.end unlocked.
 //
 // # Failures: error.type
 //
@@ -36,6 +45,7 @@
 // name of the dlock sentinel error the failure matches (low cardinality:
 // never the error's text), tried in this order:
 //
+//	max_hold_reached   dlock.ErrMaxHoldReached (the hold reached its maximum: a loss by design)
 //	lock_lost          dlock.ErrLockLost (a loss; also wraps the backend's detail)
 //	closed             dlock.ErrClosed
 //	not_acquired       dlock.ErrNotAcquired (TryLock found the key held)

@@ -19,6 +19,7 @@ var errorTypes = []struct {
 	err  error
 	name string
 }{
+	{dlock.ErrMaxHoldReached, "max_hold_reached"},
 	{dlock.ErrLockLost, "lock_lost"},
 	{dlock.ErrClosed, "closed"},
 	{dlock.ErrNotAcquired, "not_acquired"},

@@ -3,6 +3,7 @@ package dlockotel
 import (
 	"context"
 	"errors"
+	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/observe"
 
 	"go.opentelemetry.io/otel"
@@ -191,6 +192,9 @@ func (o *Observer) HoldEnd(e observe.HoldEnd) {
 	end := "unlocked"
 	if e.Lost {
 		end = "lost"
+		if errors.Is(e.Cause, dlock.ErrMaxHoldReached) {
+			end = "max_hold" // by design, not a failure
+		}
 		o.loss.Add(ctx, 1, o.common(e.Backend, e.Key, AttrLossCause.String(observe.LossCause(e.Cause)),
 			AttrErrorType.String(errorType(observe.OutcomeLost, e.Cause))))
 	}

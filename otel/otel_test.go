@@ -303,3 +303,43 @@ func attrOf(s sdktrace.ReadOnlySpan, k attribute.Key) string {
 	}
 	return ""
 }
+
+// A hold ended at its maximum (dlock.WithMaxHold) is counted apart from
+// failures: dlock.loss.cause max_hold, error.type max_hold_reached, and
+// dlock.end max_hold. A minimum hold's lapse is no loss.
+func TestMaxHoldCounted(t *testing.T) {
+	e := newEnv(t, dlockotel.WithKeyAttribute())
+	ctx := context.Background()
+	l, err := memory.New(memory.NewStore(), dlock.WithObserver(e.obs), dlock.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	m, _ := l.NewMutex("bounded", dlock.WithMaxHold(200*time.Millisecond))
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-m.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("hold not ended at its maximum")
+	}
+	m2, _ := l.NewMutex("lapsed", dlock.WithMinHold(time.Minute))
+	if err := m2.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ms := e.collect(t)
+	key := func(k string) attribute.KeyValue { return dlockotel.AttrKey.String(k) }
+	want(t, ms, "dlock.lock.losses", "{loss}", 1, mem, key("bounded"), dlockotel.AttrLossCause.String("max_hold"), errType("max_hold_reached"))
+	want(t, ms, "dlock.lock.hold.duration", "s", 1, mem, key("bounded"), dlockotel.AttrEnd.String("max_hold"))
+	want(t, ms, "dlock.lock.hold.duration", "s", 1, mem, key("lapsed"), dlockotel.AttrEnd.String("unlocked"))
+	if n := points(t, ms["dlock.lock.losses"])[set(mem, key("lapsed"), dlockotel.AttrLossCause.String(""), errType("_OTHER"))]; n != 0 {
+		t.Errorf("the minimum hold's lapse counted as a loss")
+	}
+	if got := len(points(t, ms["dlock.lock.losses"])); got != 1 {
+		t.Errorf("%d loss series; want the maximum hold's alone: %v", got, points(t, ms["dlock.lock.losses"]))
+	}
+}

@@ -22,7 +22,7 @@ func Break(ctx context.Context, dir, key string) (bool, error) {
 // inspect reads key's state file at path and, with brk, marks a live hold
 // free (keeping the token counter), under the file's flock.
 func inspect(ctx context.Context, path, key string, brk bool) (driver.Info, error) {
-	info := driver.Info{Waiters: -1}
+	var info driver.Info
 	err := update(ctx, path, false, func(s *state, now time.Time) (bool, error) {
 		if err := checkKey(path, s, key); err != nil {
 			return false, err
@@ -38,7 +38,10 @@ func inspect(ctx context.Context, path, key string, brk bool) (driver.Info, erro
 		return true, nil
 	})
 	if errors.Is(err, errNoFile) {
-		return driver.Info{Waiters: -1}, nil
+		return driver.Info{}, nil
+	}
+	if err == nil {
+		info.Waiters, err = lineLen(filepath.Join(filepath.Dir(path), queueName(key)))
 	}
 	if err != nil {
 		op := "inspect"

@@ -52,6 +52,7 @@ func harness(t testing.TB) conformance.Harness {
 		},
 		TTL:         500 * time.Millisecond,
 		InProcess:   true, // no server to be unreachable
+		Queue:       true, // the tickets of waiting Locks
 		CloseRounds: 300,
 	}
 }

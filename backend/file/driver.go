@@ -22,14 +22,16 @@ type fileDriver struct {
 	closed    chan struct{}
 
 	mu      sync.Mutex
-	watcher *watcher // started by the first Watch
+	watcher *watcher              // started by the first Watch
+	lines   map[string]*lineWatch // the waiting Locks' places in line, by key
 }
 
 var (
-	_ driver.Locker    = (*fileDriver)(nil)
-	_ driver.Inspector = (*fileDriver)(nil)
-	_ driver.Recorder  = (*fileDriver)(nil)
-	_ driver.Limiter   = (*fileDriver)(nil)
+	_ driver.Locker      = (*fileDriver)(nil)
+	_ driver.Inspector   = (*fileDriver)(nil)
+	_ driver.Recorder    = (*fileDriver)(nil)
+	_ driver.Limiter     = (*fileDriver)(nil)
+	_ driver.LockWatcher = (*fileDriver)(nil)
 )
 
 // MaxTTL is the longest lease file:// grants: dlock.MaxTTL, 10 years. The
@@ -79,13 +81,14 @@ func (d *fileDriver) TryAcquire(ctx context.Context, req driver.Request) (driver
 		return driver.Hold{}, err
 	}
 	path := d.path(req.Key)
+	lw := d.line(req.Key) // nil unless a Lock of this Locker waits for the key
 	var token uint64
 	err := update(ctx, path, true, func(s *state, now time.Time) (bool, error) {
 		if err := checkKey(path, s, req.Key); err != nil {
 			return false, err
 		}
-		if s.heldAt(now) {
-			return false, &driver.HeldError{Remaining: s.remaining(now)}
+		if err := d.refuse(req.Key, lw, s, now, req.TTL); err != nil {
+			return false, err
 		}
 		// Seeding from the clock keeps tokens increasing even when the
 		// file was removed (or the whole directory wiped) meanwhile.
@@ -176,18 +179,25 @@ func (d *fileDriver) Watch(ctx context.Context, key string) (driver.Watch, error
 	if err := d.check(ctx); err != nil {
 		return nil, err
 	}
+	w, err := d.inotify()
+	if err != nil {
+		return nil, err
+	}
+	return w.watch(d.path(key))
+}
+
+// inotify returns the driver's watcher, starting it if need be.
+func (d *fileDriver) inotify() (*watcher, error) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.watcher == nil {
 		w, err := newWatcher()
 		if err != nil {
-			d.mu.Unlock()
 			return nil, err
 		}
 		d.watcher = w
 	}
-	w := d.watcher
-	d.mu.Unlock()
-	return w.watch(d.path(key))
+	return d.watcher, nil
 }
 
 func (d *fileDriver) Close() error {

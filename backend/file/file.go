@@ -35,15 +35,58 @@
 // file of a held key breaks that hold (its next renewal reports it lost).
 //
 // Inspect reads the state file under its flock and writes nothing (an
-// expired lease reads as free; Waiters is -1: waiters are not recorded).
+// expired lease reads as free; Waiters counts the waiting Locks' tickets,
+// see Waiting).
 // Break marks the file free under the flock, keeping the token counter, as
 // the package-level Break does: the holder's next renewal, within TTL/3,
 // finds the file no longer its own and reports the loss, and the next
 // holder's token is higher.
 //
-// Waiters are woken by inotify(7) on the key's state file (one inotify
-// instance per Locker), plus the portable layer's timer at the holder's
-// remaining lease, since an expiry writes nothing.
+// # Waiting
+//
+// Waiting Locks stand in a line per key, first come first served, and
+// only the first in line watches the key. A Lock refused because the key
+// is held takes a ticket, under the state file's flock: the next number
+// in the key's queue file ("q" + the state file's name, with ".queue"),
+// whose byte at that offset it write-locks with an open file description
+// lock (fcntl F_OFD_SETLK) for as long as it waits. An attempt is refused
+// while the key is held, and also while it is free and a live ticket
+// before the caller's waits (any live ticket, for a TryLock or a Lock that
+// has none yet), all under the same flock: nobody takes the key ahead of
+// a Lock that was waiting, not even its releaser locking again.
+//
+// Each ticket also has a doorbell: a FIFO named after the queue file and
+// the ticket's number, whose read end its Lock keeps open while in line.
+// A Lock with a live ticket before its own opens the doorbell of the
+// nearest one for writing, in Go's poller, and sleeps: when that ticket's
+// Lock leaves the line (it took the key or gave up, and closed its ticket
+// first, then its doorbell) or its process ends (the kernel closes its
+// descriptors, which drops the ticket's lock too), the FIFO has no reader
+// left and the kernel wakes the one writer. It then looks again, and once
+// no ticket is before its own it is first in line: it watches the state
+// file with inotify(7) (one inotify instance per Locker) and tries if the
+// key reads free. So a release wakes one process, the first in line, and
+// leaving the line wakes one, the next; the others do not run at all, and
+// the work per acquisition does not grow with the number of waiters.
+// Where there is no doorbell to ring (one that could not be made), the
+// Lock waits in the kernel for the ticket's lock itself (F_OFD_SETLKW), at
+// the cost of a thread blocked in a system call. A doorbell left by a
+// process that ended is removed by the Lock that was waiting on it; one
+// left at the back of the line stays as a name in the directory.
+// Inspect's Waiters counts the live tickets.
+//
+// What a file cannot do is hand the key over, as the Redis queue does:
+// no process is there to grant it when its holder's lease simply runs
+// out, and a releaser cannot tell whether the first in line is alive and
+// running, so the first in line takes the key itself. It wakes when it
+// gets to the front, and at every write of the state file (the release,
+// but also the holder's renewals, every TTL/3), and tries each time; as
+// an expiry writes nothing, it also tries when the holder's remaining
+// lease has run out (the portable layer's timer). A waiter whose process
+// is stopped (SIGSTOP) keeps its ticket: so that it cannot keep the key
+// from everyone, a key left free for a whole TTL (the caller's) with
+// tickets waiting is taken by the next attempt, in or out of line. The
+// queue file holds only a counter and is never deleted.
 //
 // # Records
 //
@@ -61,8 +104,9 @@
 //
 // # What it promises, honestly
 //
-//   - One host only. flock(2) and inotify do not work across machines: a
-//     directory on NFS or another network file system is not supported.
+//   - One host only. flock(2), fcntl(2) locks and inotify do not work
+//     across machines: a directory on NFS or another network file system
+//     is not supported.
 //   - Leases are measured on the host's wall clock, shared by every process
 //     of the host. A step of the clock (not a slew) shortens or lengthens
 //     the leases running at that moment.
@@ -98,6 +142,13 @@
 // # Benchmarks
 //
 // See the BENCHMARKS section in the package's conformance test file.
+//
+// # Minimum hold
+//
+// A minimum hold (dlock.WithMinHold, driver.Lapser) released early sets
+// the lease's end in the state file to the end of the minimum, to the
+// nanosecond; it outlives the process. An expiry wakes nobody: a waiter
+// tries again at the remaining lease its refused attempt read.
 package file
 
 import (

@@ -81,6 +81,13 @@ func child(role string) int {
 			}
 		}
 		return 0
+	case "waiter":
+		fmt.Println("waiting")
+		if err := m.Lock(ctx); err != nil { // killed while it waits
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
 	case "crasher":
 		if err := m.Lock(ctx); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -252,6 +259,55 @@ func TestCrashedHolderExpires(t *testing.T) {
 		t.Fatalf("token %d after the crash; want more than %d", m.Token(), crashedToken)
 	}
 	_ = m.Unlock(ctx)
+}
+
+// A process killed while it waits in line leaves the line: its ticket
+// goes with it, and the Lock behind it gets the key at the release, not
+// after a TTL of the line standing still (a minute here, longer than the
+// test's deadline).
+func TestKilledWaiterLeavesLine(t *testing.T) {
+	dir := t.TempDir()
+	const key = "line"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ms := mutexes(t, dir, key, 2, dlock.WithTTL(time.Minute)) // holder, the Lock behind the child
+	holder, next := ms[0], ms[1]
+	inspector, err := file.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inspector.Close()
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cmd := childCmd(t, "waiter", dir, key)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatalf("child: %v", err)
+	}
+	waitWaiters(t, holder, inspector, 1) // the child is in line
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	waitWaiters(t, holder, inspector, 0) // its ticket went with it
+	got := make(chan error, 1)
+	go func() { got <- next.Lock(ctx) }()
+	waitWaiters(t, holder, inspector, 1)
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("Lock behind a killed waiter: %v", err)
+	}
+	_ = next.Unlock(ctx)
 }
 
 // Processes racing to record different values of one key all get the

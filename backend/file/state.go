@@ -34,6 +34,9 @@ type state struct {
 	owner   string // the holder's Request.Owner; "" when free
 	key     string // the key this file belongs to; "" if never written
 	meta    string // the holder's Request.Meta; "" when free
+	// modified is the file's last write (mtime, UnixNano) when it was
+	// read under its flock; not stored in the file. Set by update only.
+	modified int64
 }
 
 const (
@@ -52,6 +55,10 @@ var errCorrupt = errors.New("corrupt state file")
 func (s *state) heldAt(now time.Time) bool {
 	return s.owner != "" && now.UnixNano() < s.expires
 }
+
+// freeSince is when a free key became free: its release (the last
+// write) or the end of its lease, whichever is later.
+func (s *state) freeSince() int64 { return max(s.modified, s.expires) }
 
 // remaining is how long the lease still runs at now.
 func (s *state) remaining(now time.Time) time.Duration {

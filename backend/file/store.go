@@ -39,7 +39,7 @@ func update(ctx context.Context, path string, create bool, fn func(s *state, now
 // rewrite is update's work on fd, open and flocked: read the whole state,
 // run fn, write it all back if fn asks to.
 func rewrite(fd int, path string, fn func(s *state, now time.Time) (write bool, err error)) error {
-	b, err := readAll(fd)
+	b, st, err := readAllStat(fd)
 	if err != nil {
 		return unavailable(path, "read", err)
 	}
@@ -47,6 +47,7 @@ func rewrite(fd int, path string, fn func(s *state, now time.Time) (write bool, 
 	if err != nil {
 		return driver.Unavailable(fmt.Errorf("file: %s: %w (remove the file to reset the key; tokens stay monotonic)", path, err))
 	}
+	s.modified = st.Mtim.Nano()
 	write, err := fn(&s, time.Now())
 	if err != nil || !write {
 		return err
@@ -147,19 +148,25 @@ func flock(ctx context.Context, fd int) error {
 }
 
 func readAll(fd int) ([]byte, error) {
+	b, _, err := readAllStat(fd)
+	return b, err
+}
+
+// readAllStat is readAll that also returns the file's stat.
+func readAllStat(fd int) ([]byte, unix.Stat_t, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, err
+		return nil, st, err
 	}
 	if st.Size > maxStateSize {
-		return nil, fmt.Errorf("state file of %d bytes: %w", st.Size, errCorrupt)
+		return nil, st, fmt.Errorf("state file of %d bytes: %w", st.Size, errCorrupt)
 	}
 	buf := make([]byte, st.Size)
 	n, err := preadFull(fd, buf)
 	if err != nil {
-		return nil, err
+		return nil, st, err
 	}
-	return buf[:n], nil
+	return buf[:n], st, nil
 }
 
 func unavailable(path, op string, err error) error {

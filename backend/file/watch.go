@@ -55,6 +55,13 @@ func newWatcher() (*watcher, error) {
 // watch starts watching path, creating the file (empty: a free key) if it
 // does not exist yet, so that the first write to it is seen.
 func (w *watcher) watch(path string) (*fileWatch, error) {
+	return w.watchInto(path, make(chan struct{}, 1))
+}
+
+// watchInto is watch with the channel to signal (and to close when the
+// watch breaks) given: a waiting Lock's line watch (lineWatch) passes its
+// own.
+func (w *watcher) watchInto(path string, ch chan struct{}) (*fileWatch, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o666)
 	if err != nil {
 		return nil, unavailable(path, "open", err)
@@ -93,12 +100,25 @@ func (w *watcher) watch(path string) (*fileWatch, error) {
 	// the open and the watch, the first event breaks the watch and the
 	// portable layer makes a new one.
 	t.dev, t.ino = uint64(st.Dev), uint64(st.Ino)
-	fw := &fileWatch{w: w, t: t, ch: make(chan struct{}, 1)}
+	fw := &fileWatch{w: w, t: t, ch: ch}
 	t.subs[fw] = struct{}{}
 	return fw, nil
 }
 
 func (fw *fileWatch) Changed() <-chan struct{} { return fw.ch }
+
+// poke signals fw's channel as a change of its file would, unless the
+// watch has broken.
+func (fw *fileWatch) poke() {
+	fw.w.mu.Lock()
+	defer fw.w.mu.Unlock()
+	if !fw.broken {
+		select {
+		case fw.ch <- struct{}{}:
+		default:
+		}
+	}
+}
 
 func (fw *fileWatch) Close() error {
 	w := fw.w

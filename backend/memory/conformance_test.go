@@ -29,6 +29,7 @@ func harness() conformance.Harness {
 		TTL:         300 * time.Millisecond,
 		CloseRounds: 300,
 		InProcess:   true,
+		Queue:       true,
 	}
 }
 

@@ -2,14 +2,31 @@
 //
 // It is the reference implementation of the driver contract and the
 // embedded default: complete (leases that expire, renewal, fencing tokens,
-// loss signals, waiting by notification) but limited to one process. Locks
+// loss signals, a queue of waiters) but limited to one process. Locks
 // in a Store exclude each other across every Locker made on that Store.
 //
+// # Waiting
+//
+// Waiting Locks stand in a line per key, first come first served
+// (driver.Acquirer): a Lock that finds the key held, or others already
+// waiting, joins the back of the line, and a release, an expiry or a
+// Break hands the key straight to the first in line, with a new token
+// and a whole lease from the hand-off. Only that waiter wakes, and it
+// wakes holding the key. Nobody takes a key that has a line: not a Lock
+// arriving as it is released, nor a TryLock, nor the holder that just
+// released it and locks again (TestQueueOrder). So no waiter starves:
+// with n Locks waiting, a Lock gets the key after at most n holds
+// (TestNoStarvation). This trades the throughput a barging lock wins when
+// the releaser takes the key straight back for a wait bounded by the line
+// ahead. A Lock whose context ends, or whose Locker closes, leaves the
+// line before it returns; a hand-off that comes at that moment wins, and
+// the Lock returns holding the key. Inspect's Waiters counts the line.
+//
 // Each entry keeps the holder's description (dlock.WithOwner) beside its
-// owner ID and token. Inspect reads the entry (an expired one is free;
-// Waiters is -1). Break, like Store.Break, drops the entry and closes the
-// holder's loss channel at once; the Store's counter gives the next holder
-// a higher token.
+// owner ID and token. Inspect reads the entry (an expired one is free).
+// Break, like Store.Break, drops the entry and closes the holder's loss
+// channel at once, and hands the key to the first waiter; the Store's
+// counter gives the next holder a higher token.
 //
 // Open("mem://") and Open("mem://NAME") use a Store shared by the whole
 // process under that name, so that two parts of one program configured with
@@ -29,6 +46,13 @@
 //
 // The longest TTL is MaxTTL (10 years, dlock.MaxTTL); a longer one is
 // refused with dlock.ErrInvalidOption when the Locker or Mutex is made.
+//
+// # Minimum hold
+//
+// A minimum hold (dlock.WithMinHold, driver.Lapser) released early moves
+// the entry's expiry to the end of the minimum; the entry lives in the
+// Store, so closing the Locker does not shorten it (a process that ends
+// takes its Stores with it).
 package memory
 
 import (
@@ -84,6 +108,8 @@ type Store struct {
 	seq uint64
 	// records are the keys' records (driver.Recorder), apart from locks.
 	records map[string]string
+	// lines are the keys' waiting Locks, first in line first (queue.go).
+	lines map[string]*line
 }
 
 type entry struct {
@@ -101,7 +127,8 @@ type entry struct {
 
 // NewStore returns an empty Store.
 func NewStore() *Store {
-	return &Store{locks: map[string]*entry{}, subs: map[string]map[*watch]struct{}{}, records: map[string]string{}}
+	return &Store{locks: map[string]*entry{}, subs: map[string]map[*watch]struct{}{}, records: map[string]string{},
+		lines: map[string]*line{}}
 }
 
 // New returns a Locker over s. Lockers on one Store behave like separate
@@ -125,7 +152,8 @@ func (s *Store) Break(key string) bool {
 }
 
 // drop removes e, closing its lost channel when it did not end by release,
-// and wakes the key's watchers. Called with s.mu held.
+// hands the key to the first waiting Lock, if any, and wakes the key's
+// watchers. Called with s.mu held.
 func (s *Store) drop(e *entry, lost bool) {
 	if s.locks[e.key] != e {
 		return
@@ -135,6 +163,7 @@ func (s *Store) drop(e *entry, lost bool) {
 	if lost {
 		e.lost.Mark()
 	}
+	s.handOff(e.key, time.Now())
 	for w := range s.subs[e.key] {
 		select {
 		case w.ch <- struct{}{}:
@@ -143,12 +172,14 @@ func (s *Store) drop(e *entry, lost bool) {
 	}
 }
 
-// current returns key's live entry, dropping it first if it has expired.
+// current returns key's live entry, dropping it first if it has expired
+// (which hands the key to its first waiter, whose entry is then the live
+// one).
 func (s *Store) current(key string, now time.Time) *entry {
 	e := s.locks[key]
 	if e != nil && !now.Before(e.expires) {
 		s.drop(e, true)
-		return nil
+		return s.locks[key]
 	}
 	return e
 }
@@ -173,6 +204,7 @@ var (
 	_ driver.LossNotifier = (*memDriver)(nil)
 	_ driver.Recorder     = (*memDriver)(nil)
 	_ driver.Limiter      = (*memDriver)(nil)
+	_ driver.Acquirer     = (*memDriver)(nil)
 )
 
 // MaxTTL is the longest lease mem:// grants: dlock.MaxTTL, 10 years. A
@@ -226,11 +258,11 @@ func (d *memDriver) Inspect(ctx context.Context, key string) (driver.Info, error
 	d.s.mu.Lock()
 	defer d.s.mu.Unlock()
 	now := time.Now()
-	e := d.s.locks[key]
-	if e == nil || !now.Before(e.expires) {
-		return driver.Info{Waiters: -1}, nil
+	e := d.s.current(key, now) // an expired entry goes, as its timer would drop it
+	if e == nil {
+		return driver.Info{Waiters: d.s.waiters(key)}, nil
 	}
-	return e.info(now), nil
+	return e.info(now, d.s.waiters(key)), nil
 }
 
 // Break drops key's live entry as Store.Break does: its holder's Lost
@@ -244,15 +276,15 @@ func (d *memDriver) Break(ctx context.Context, key string) (driver.Info, error) 
 	now := time.Now()
 	e := d.s.current(key, now)
 	if e == nil {
-		return driver.Info{Waiters: -1}, nil
+		return driver.Info{Waiters: d.s.waiters(key)}, nil
 	}
-	info := e.info(now)
+	info := e.info(now, d.s.waiters(key))
 	d.s.drop(e, true)
 	return info, nil
 }
 
-func (e *entry) info(now time.Time) driver.Info {
-	return driver.Info{Held: true, Token: e.token, Remaining: e.expires.Sub(now), Meta: e.meta, Waiters: -1}
+func (e *entry) info(now time.Time, waiters int) driver.Info {
+	return driver.Info{Held: true, Token: e.token, Remaining: e.expires.Sub(now), Meta: e.meta, Waiters: waiters}
 }
 
 func (d *memDriver) check(ctx context.Context) error {
@@ -275,11 +307,16 @@ func (d *memDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.
 	if e := s.current(req.Key, now); e != nil {
 		return driver.Hold{}, &driver.HeldError{Remaining: e.expires.Sub(now)}
 	}
+	return s.grant(req, now), nil
+}
+
+// grant makes req the holder of its key, free at now. s.mu held.
+func (s *Store) grant(req driver.Request, now time.Time) driver.Hold {
 	s.seq = max(s.seq+1, uint64(now.UnixMicro()))
 	e := &entry{key: req.Key, owner: req.Owner, meta: req.Meta, token: s.seq, expires: now.Add(req.TTL)}
 	e.timer = time.AfterFunc(req.TTL, func() { s.expire(e) })
 	s.locks[req.Key] = e
-	return driver.Hold{Token: e.token, TTL: req.TTL, Since: now, Lost: e.lost.Chan(), State: e}, nil
+	return driver.Hold{Token: e.token, TTL: req.TTL, Since: now, Lost: e.lost.Chan(), State: e}
 }
 
 // expire runs when an entry's lease may have run out.

@@ -221,4 +221,12 @@
 //
 // lockctl bench --backend postgres://... measures the same from the
 // command line, beside the other backends.
+//
+// # Minimum hold
+//
+// A minimum hold (dlock.WithMinHold, driver.Lapser) released early sets
+// the row's expires, owner-checked as a renewal is, to what remains of it
+// on the server's clock, rounded up to the microsecond. An expiry notifies
+// nobody: a waiter tries again at the remaining lease its refused attempt
+// read.
 package postgres

@@ -348,4 +348,15 @@
 // wait is about eight cycles, and on this machine a cycle took 1.5 ms
 // (1.3 to 1.7 ms in earlier runs), not 1. TestQueueCommandsPerAcquisitionFlat
 // checks the flat commands per acquisition on a server of its own.
+//
+// # Minimum hold
+//
+// A minimum hold (dlock.WithMinHold, driver.Lapser) released early sets
+// the lock key's expiry, owner-checked as a renewal is, to what remains of
+// it, rounded up to the millisecond: the server frees the key then,
+// whatever becomes of the process. The same script serves a standalone
+// server, Sentinel and Cluster; with wait_replicas it waits for the
+// replicas as a renewal does. An expiry publishes nothing: a queued waiter
+// tries again at the remaining lease its refused attempt was told, or at
+// the latest at its entry's refresh (a third of its lease).
 package redis

@@ -343,4 +343,14 @@
 // make bench-peers, against 157 when a release only woke the first waiter
 // and the waiter then raced the releaser's next Lock with an attempt of
 // its own, and about 200 when each instance woke its own first waiter.
+//
+// # Minimum hold
+//
+// A minimum hold (dlock.WithMinHold, driver.Lapser) released early sets
+// the lock's expiry, owner-checked, on every instance where it is still the
+// hold's, to what remains of it, rounded up to the millisecond; it succeeds
+// on a majority as a release does. An instance that does not answer keeps
+// the longer lease it had. An expiry publishes nothing: a waiter tries
+// again at the remaining lease read on the instances that refused it, or at
+// the latest at its queue entries' refresh.
 package redlock

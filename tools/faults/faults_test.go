@@ -201,6 +201,8 @@ func backendCells(t *testing.T, name string, mk func(*testing.T) Backend) {
 		slowLinks(t, b)
 	})
 	t.Run("16-semaphore-paused/"+name, func(t *testing.T) { semaphorePaused(t, mk(t)) })
+	t.Run("19-rw-writer-paused/"+name, func(t *testing.T) { rwWriterPaused(t, mk(t)) })
+	t.Run("20-rw-reader-killed/"+name, func(t *testing.T) { rwReaderKilled(t, mk(t)) })
 }
 
 // electionCells runs the leader election cells (dlock.Election: the same

@@ -144,6 +144,18 @@ const reportNotes = `
   renewed in time under the race detector on a loaded machine, and were
   lost before the cut. Redis Cluster and Sentinel are not in it: their clients learn
   the nodes' own addresses from the servers, around any proxy.
+- **19** and **20** run workers on a read-write lock of two readers
+  (dlock.RWMutex): writers read and increment the counter, readers only
+  read it. Fenced, the resource accepts a write iff its token is at least
+  the highest writer and reader tokens it accepted, and a read iff at
+  least the highest writer token (docs/rwmutex.md). Writers' holds get
+  the usual checks on their own history (writers-*); permits: never more
+  than two readers inside their validity windows; readers-writers: no
+  reader's window overlaps a writer's. In 19 writer 0 stops itself after
+  a read, past its lease; the other writer writes and a reader reads after
+  it; worker 0 then resumes and writes: rejected when fenced, accepted and
+  seen unfenced (the canary). In 20 a reader is killed while it holds; the
+  writer gets in once the reader's lease has run out.
 - **Liveness** is measured from the heal (kill, restart, resume) to the next
   acquisition, bounded by the backend's TTL, its expiry grace (Consul: 2×TTL)
   and a per-backend allowance for elections.

@@ -22,11 +22,16 @@ type Resource struct {
 	fenced bool
 	fence  fence.Memory
 
-	mu      sync.Mutex
-	value   int64
-	values  map[string]int64 // a counter per permit key, in a semaphore run
-	events  []Event
-	waiters []*waiter
+	mu sync.Mutex
+	// In a read-write run: the highest writer and reader tokens accepted
+	// (docs/rwmutex.md: a write needs at least both, a read at least the
+	// writers').
+	rwMu     sync.Mutex // held across a read-write check and its operation
+	rwW, rwR dlock.Token
+	value    int64
+	values   map[string]int64 // a counter per permit key, in a semaphore run
+	events   []Event
+	waiters  []*waiter
 
 	srv *http.Server
 	ln  net.Listener
@@ -42,6 +47,7 @@ type opRequest struct {
 	Worker  int    `json:"w"`
 	Kind    string `json:"k"` // EvRead or EvWrite
 	Key     string `json:"s"` // the permit's key; "" for the one counter
+	Role    string `json:"o"` // in a read-write run, "r" (reader) or "w" (writer); else ""
 	Token   uint64 `json:"t"`
 	Value   int64  `json:"v"`
 	Expires int64  `json:"x"`
@@ -90,7 +96,7 @@ func (r *Resource) apply(op opRequest) opReply {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		v := &r.value
-		if op.Key != "" {
+		if op.Key != "" && op.Role == "" {
 			pv := r.values[op.Key]
 			defer func() { r.values[op.Key] = pv }()
 			v = &pv
@@ -107,7 +113,9 @@ func (r *Resource) apply(op opRequest) opReply {
 		fenceKey = resourceKey + "/" + op.Key // tokens increase per permit
 	}
 	var err error
-	if r.fenced {
+	if r.fenced && op.Role != "" {
+		err = r.rwFence(op, act)
+	} else if r.fenced {
 		err = r.fence.Do(fenceKey, dlock.Token(op.Token), act)
 	} else {
 		err = act()
@@ -117,6 +125,28 @@ func (r *Resource) apply(op opRequest) opReply {
 		r.record(Event{Worker: op.Worker, Kind: EvReject, Key: op.Key, Token: op.Token, Mono: Mono(), Expires: op.Expires, Err: err.Error()})
 	}
 	return reply
+}
+
+// rwFence runs act if op passes the read-write rule, and raises the mark
+// of op's role: a writer's operation needs a token at least the highest
+// of either kind, a reader's at least the highest writer's.
+func (r *Resource) rwFence(op opRequest, act func() error) error {
+	r.rwMu.Lock()
+	defer r.rwMu.Unlock()
+	tok := dlock.Token(op.Token)
+	rule := fence.Rule{Resource: resourceKey, Highest: r.rwW}
+	if op.Role == "w" {
+		rule.Highest = max(r.rwW, r.rwR)
+	}
+	if err := rule.Check(tok); err != nil {
+		return err
+	}
+	if op.Role == "w" {
+		r.rwW = tok
+	} else {
+		r.rwR = max(r.rwR, tok)
+	}
+	return act()
 }
 
 func (r *Resource) handleEvent(w http.ResponseWriter, req *http.Request) {

@@ -64,6 +64,11 @@ type RunOptions struct {
 	// Elect makes the workers candidates in an election instead of
 	// holders of a lock (see WorkerConfig.Elect).
 	Elect bool
+	// Readers, when above 0, makes every worker hold a read-write lock of
+	// that many readers instead of the lock; ReaderWorkers says which
+	// workers are readers (the others are writers).
+	Readers       int
+	ReaderWorkers func(i int) bool
 	// Holds, when above 0, makes worker 0 hold that many keys on one
 	// Locker and worker 1 (if any) the taker of a sample of them (see
 	// WorkerConfig.Holds).
@@ -96,6 +101,8 @@ func Start(t testing.TB, b Backend, o RunOptions) *Run {
 		cfg.SelfStop = o.SelfStop && i == 0
 		cfg.Permits = o.Permits
 		cfg.Elect = o.Elect
+		cfg.Readers = o.Readers
+		cfg.Reader = o.Readers > 0 && o.ReaderWorkers != nil && o.ReaderWorkers(i)
 		cfg.Holds, cfg.Taker, cfg.Spread = o.Holds, o.Holds > 0 && i > 0, o.HoldsSpread
 		r.workers = append(r.workers, r.startWorker(cfg))
 	}

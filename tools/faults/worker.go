@@ -28,6 +28,8 @@ const (
 	envSelfStop = "DLOCK_FAULT_SELFSTOP" // stop (SIGSTOP) itself after its first read
 	envPermits  = "DLOCK_FAULT_PERMITS"  // > 0: hold a permit of a semaphore of that many instead of the lock
 	envElect    = "DLOCK_FAULT_ELECT"    // campaign in an election on the key instead of locking it
+	envReaders  = "DLOCK_FAULT_READERS"  // > 0: a read-write lock of that many readers instead of the lock
+	envReader   = "DLOCK_FAULT_READER"   // with envReaders: hold it as a reader (reads only)
 	envHolds    = "DLOCK_FAULT_HOLDS"    // > 0: hold that many keys on one Locker (manyholds.go)
 	envTaker    = "DLOCK_FAULT_TAKER"    // with envHolds: take over a sample of those keys instead
 	envSpread   = "DLOCK_FAULT_SPREAD"   // with envHolds: the holds' TTLs run from TTL to TTL plus this
@@ -54,6 +56,12 @@ type WorkerConfig struct {
 	// Campaign instead of Lock, the term as the token, Unlock instead of
 	// Unlock. The rest of the loop is the same.
 	Elect bool
+	// Readers, when above 0, makes the worker hold a dlock.RWMutex of
+	// that many readers on Key instead of the lock: as its writer, or with
+	// Reader as a reader, which only reads. Its operations carry the role,
+	// and the resource fences reads and writes apart (Resource.apply).
+	Readers int
+	Reader  bool
 	// Holds, when above 0, makes the worker hold that many keys under
 	// Key on one Locker and report when each hold's Done closed, instead
 	// of the loop (manyholds.go); with Taker, it takes over a sample of
@@ -83,6 +91,12 @@ func (c WorkerConfig) env() []string {
 	if c.Elect {
 		env = append(env, envElect+"=1")
 	}
+	if c.Readers > 0 {
+		env = append(env, envReaders+"="+strconv.Itoa(c.Readers))
+	}
+	if c.Reader {
+		env = append(env, envReader+"=1")
+	}
 	if c.Holds > 0 {
 		env = append(env, envHolds+"="+strconv.Itoa(c.Holds))
 	}
@@ -106,10 +120,11 @@ func MaybeWorker() {
 	hold, _ := time.ParseDuration(os.Getenv(envHold))
 	permits, _ := strconv.Atoi(os.Getenv(envPermits))
 	holds, _ := strconv.Atoi(os.Getenv(envHolds))
+	readers, _ := strconv.Atoi(os.Getenv(envReaders))
 	spread, _ := time.ParseDuration(os.Getenv(envSpread))
 	cfg := WorkerConfig{ID: id, URL: os.Getenv(envURL), Key: os.Getenv(envKey), TTL: ttl,
 		Resource: os.Getenv(envResource), Hold: hold, SelfStop: os.Getenv(envSelfStop) == "1", Permits: permits,
-		Elect: os.Getenv(envElect) == "1", Holds: holds, Taker: os.Getenv(envTaker) == "1", Spread: spread}
+		Elect: os.Getenv(envElect) == "1", Readers: readers, Reader: os.Getenv(envReader) == "1", Holds: holds, Taker: os.Getenv(envTaker) == "1", Spread: spread}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := runWorker(ctx, cfg); err != nil {
@@ -160,7 +175,7 @@ func (c *workerClient) op(kind string, m holder, token dlock.Token, value int64)
 		expires = MonoAt(l.Expires)
 	}
 	var reply opReply
-	err := c.post("/op", opRequest{Worker: c.cfg.ID, Kind: kind, Key: c.key, Token: uint64(token), Value: value, Expires: expires}, &reply)
+	err := c.post("/op", opRequest{Worker: c.cfg.ID, Kind: kind, Key: c.key, Role: c.cfg.role(), Token: uint64(token), Value: value, Expires: expires}, &reply)
 	return reply, err
 }
 
@@ -197,6 +212,9 @@ func runWorker(ctx context.Context, cfg WorkerConfig) error {
 		token := m.Token()
 		lease := m.Lease()
 		c.key = permitKey(m)
+		if cfg.Reader {
+			c.key = readersKey
+		}
 		c.event(Event{Kind: EvAcquire, Token: uint64(token), Expires: MonoAt(lease.Expires)})
 		lost := watchLoss(m, token)
 
@@ -204,7 +222,13 @@ func runWorker(ctx context.Context, cfg WorkerConfig) error {
 		if err != nil {
 			c.event(Event{Kind: EvError, Token: uint64(token), Err: "read: " + err.Error()})
 		}
-		if err == nil && !r.Rejected {
+		if err == nil && !r.Rejected && cfg.Reader {
+			hold := cfg.Hold
+			if hold == 0 {
+				hold = rand.N(200 * time.Millisecond)
+			}
+			time.Sleep(hold) // a reader only reads, and holds a while
+		} else if err == nil && !r.Rejected {
 			if cfg.SelfStop {
 				cfg.SelfStop = false
 				_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
@@ -252,7 +276,31 @@ func newHolder(l *dlock.Locker, cfg WorkerConfig) (holder, error) {
 	if cfg.Permits > 0 {
 		return l.NewSemaphore(cfg.Key, cfg.Permits, dlock.WithTTL(cfg.TTL))
 	}
+	if cfg.Readers > 0 {
+		rw, err := l.NewRWMutex(cfg.Key, cfg.Readers, dlock.WithTTL(cfg.TTL))
+		if err != nil || !cfg.Reader {
+			return rw, err
+		}
+		return rw.RLocker(), nil
+	}
 	return l.NewMutex(cfg.Key, dlock.WithTTL(cfg.TTL))
+}
+
+// readersKey is the key a reader's events and operations name in a
+// read-write run, so that its holds are checked apart from the writers'
+// (the writers' name ""). It reads the one counter.
+const readersKey = "readers"
+
+// role is the worker's role in a read-write run: "r" for a reader, "w"
+// for a writer; "" outside one.
+func (c WorkerConfig) role() string {
+	switch {
+	case c.Readers == 0:
+		return ""
+	case c.Reader:
+		return "r"
+	}
+	return "w"
 }
 
 // permitKey is the key of the permit h holds; "" for a lock.

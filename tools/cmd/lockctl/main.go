@@ -3,6 +3,8 @@
 //
 //	lockctl run [flags] KEY -- COMMAND [ARGS...]   like flock(1), on every backend
 //	lockctl run --permits N KEY -- COMMAND ...     at most N commands at a time across hosts
+//	lockctl run --min-hold D --max-hold D KEY ...  held at least D after it was taken (cron on
+//	                                               hosts whose clocks are apart), released at most D after
 //	lockctl demo [flags]                           the stock-oversell race, without and with a lock
 //	lockctl bench --backend URL [--backend URL ...] [--html FILE] [--json]
 //	lockctl status [--json] KEY...                 who holds each key (exit 0 all free, 1 one held)

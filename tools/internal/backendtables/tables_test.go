@@ -285,7 +285,8 @@ func TestGoWork(t *testing.T) {
 // TestDocs: the backend tables of README.md and docs/backends.md have a
 // row for every backend package (its package path in README, one of its
 // URL schemes in both), docs/election.md's cost table a line for every
-// backend, and CONTRIBUTING.md's topology table every topology.
+// backend, docs/rwmutex.md's order table a row naming every backend, and
+// CONTRIBUTING.md's topology table every topology.
 func TestDocs(t *testing.T) {
 	tr := load(t)
 	readme := readFile(t, filepath.Join(root, "README.md"))
@@ -299,6 +300,7 @@ func TestDocs(t *testing.T) {
 	} else {
 		t.Error(`docs/election.md has no "## Cost per backend" section`)
 	}
+	rw := section(t, "docs/rwmutex.md", readFile(t, filepath.Join(root, "docs", "rwmutex.md")), "## Order per backend")
 	contributing := readFile(t, filepath.Join(root, "CONTRIBUTING.md"))
 	for _, pkg := range sortedKeys(tr.packages) {
 		if !strings.Contains(readme, "`"+pkg+"`") {
@@ -316,12 +318,31 @@ func TestDocs(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^\t` + regexp.QuoteMeta(family) + `\s`).MatchString(election) {
 			t.Errorf("docs/election.md's cost per backend has no line for %s", family)
 		}
+		if !regexp.MustCompile(`(?m)^\| [^|]*\b` + regexp.QuoteMeta(family) + `\b`).MatchString(rw) {
+			t.Errorf("docs/rwmutex.md's order per backend has no row for %s", family)
+		}
 	}
 	for _, tp := range tr.topos {
 		if !strings.Contains(contributing, "| `"+tp.Name+"` |") {
 			t.Errorf("CONTRIBUTING.md's topology table has no row for %s", tp.Name)
 		}
 	}
+}
+
+// section returns the part of doc from the heading to the next "## "
+// heading; it fails t when doc has no such heading.
+func section(t *testing.T, name, doc, heading string) string {
+	t.Helper()
+	i := strings.Index(doc, heading+"\n")
+	if i < 0 {
+		t.Errorf("%s has no %q section", name, heading)
+		return ""
+	}
+	doc = doc[i:]
+	if j := strings.Index(doc[1:], "\n## "); j >= 0 {
+		doc = doc[:j+1]
+	}
+	return doc
 }
 
 // mentionsScheme reports whether doc shows one of schemes as a URL in a

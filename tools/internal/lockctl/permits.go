@@ -8,7 +8,8 @@ import (
 )
 
 // holder is what lockctl run holds while COMMAND runs: a lock (a
-// *dlock.Mutex) or, with --permits, one permit of a semaphore.
+// *dlock.Mutex), with --permits one permit of a semaphore, with --readers
+// a read-write lock as its writer or (--read) a reader.
 type holder interface {
 	Lock(ctx context.Context) error
 	TryLock(ctx context.Context) error
@@ -25,6 +26,16 @@ var _ holder = (*dlock.Semaphore)(nil)
 // newHolder makes the lock or, when permits > 0, the semaphore permit KEY
 // names.
 func newHolder(l *dlock.Locker, cfg runConfig, opts []dlock.Option) (holder, error) {
+	if cfg.readers > 0 {
+		rw, err := l.NewRWMutex(cfg.key, cfg.readers, opts...)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.read {
+			return rw.RLocker(), nil
+		}
+		return rw, nil
+	}
 	if cfg.permits > 0 {
 		s, err := l.NewSemaphore(cfg.key, cfg.permits, opts...)
 		if err != nil {

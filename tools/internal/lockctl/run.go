@@ -21,19 +21,29 @@ consul lock do, on every backend: a cron job started on several machines
 runs on one at a time. With --permits N, KEY is a semaphore of N permits
 and COMMAND runs while holding one: at most N at a time across hosts
 (every lockctl on KEY must give the same N; one that disagrees with a
-holder exits 64).
+holder exits 64). With --readers N, KEY is a read-write lock of at most N
+readers: COMMAND runs as its writer (alone), or with --read as one of its
+readers (beside other readers); a writer waiting keeps readers that come
+after it out until it has run (every lockctl on KEY must give the same N).
 
   lockctl run --wait 0 nightly-report -- ./report.sh        # skip if running elsewhere
   lockctl run -n -E 0 nightly-report -- ./report.sh         # the same, and a skip exits 0 (cron)
   lockctl run --backend etcd://10.0.0.1:2379 db-migrate -- make migrate
   lockctl run --metrics nightly-report -- ./report.sh       # wait, hold and renewal figures at exit
   lockctl run --permits 3 transcode -- ./transcode.sh       # at most 3 at a time
+  lockctl run -n -E 0 --min-hold 50s every-minute -- ./job.sh
+      # at most once a minute across hosts whose clocks or crons are apart
+  lockctl run --max-hold 10m db-vacuum -- ./vacuum.sh        # stop it after 10 minutes
+  lockctl run --readers 8 --read catalog -- ./export.sh     # a reader, beside up to 7 others
+  lockctl run --readers 8 catalog -- ./reindex.sh           # the writer, alone
 
 While COMMAND runs, lockctl renews the lease (every TTL/3) and:
   - gives COMMAND DLOCK_KEY (the key) and DLOCK_TOKEN (the fencing token,
     larger for every new holder of KEY: hand it to what the lock protects);
     with --permits, DLOCK_TOKEN is the permit's, larger for every new
-    holder of that permit, whose key is DLOCK_PERMIT_KEY;
+    holder of that permit, whose key is DLOCK_PERMIT_KEY; with --readers,
+    DLOCK_LOCK_MODE is read or write and DLOCK_TOKEN is larger for every
+    writer than every token before it (see docs/rwmutex.md for a reader's);
   - forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to
     COMMAND's process group (COMMAND runs in a group of its own, made the
     terminal's foreground job when lockctl is one);
@@ -43,6 +53,11 @@ While COMMAND runs, lockctl renews the lease (every TTL/3) and:
     before the lease can expire elsewhere when renewals fail; a lock broken
     from outside may already be held by someone else. COMMAND also gets the
     --on-lost signal if lockctl itself dies.
+With --min-hold D, the lock stays held on the backend until D has passed
+from its acquisition, even when COMMAND ends sooner or lockctl dies (the
+lease asked for is at least D): another lockctl run -n on KEY within D
+skips. With --max-hold D, the lock is released D after its acquisition and
+COMMAND is signalled as for a lost lock (exit 76).
 When COMMAND ends, the lock is released and lockctl exits with COMMAND's
 status (128+N if it died of signal N), except:
   64  usage error (bad flag, key, TTL or URL)
@@ -67,7 +82,11 @@ type runConfig struct {
 	grace   time.Duration // < 0: TTL/20
 	verbose bool
 	metrics bool
-	permits int // > 0: hold one permit of a semaphore of that many
+	permits int           // > 0: hold one permit of a semaphore of that many
+	readers int           // > 0: KEY is a read-write lock of that many readers
+	read    bool          // with readers: hold it as a reader, else as the writer
+	minHold time.Duration // --min-hold: 0 for none
+	maxHold time.Duration // --max-hold: 0 for none
 	// conflictExit is the exit status when KEY is held elsewhere (--wait
 	// ran out or was 0): ExitNotAcquired unless --conflict-exit-code.
 	conflictExit int
@@ -106,6 +125,10 @@ func parseRun(args []string, sys IO) (runConfig, int, bool) {
 	fs.Var(&grace, "grace", "with --on-lost term, `time` between SIGTERM and SIGKILL")
 	fs.BoolVar(&cfg.verbose, "v", false, "report acquisition and release on stderr")
 	fs.IntVar(&cfg.permits, "permits", 0, "hold one of `N` permits of the semaphore KEY instead of the lock KEY: at most N commands at a time")
+	fs.DurationVar(&cfg.minHold, "min-hold", 0, "keep the lock held on the backend at least `duration` from its acquisition, even if COMMAND ends sooner or lockctl dies")
+	fs.DurationVar(&cfg.maxHold, "max-hold", 0, "release the lock `duration` after its acquisition, signalling COMMAND as for a lost lock")
+	fs.IntVar(&cfg.readers, "readers", 0, "KEY is a read-write lock of at most `N` readers: run COMMAND as its writer, or with --read as a reader")
+	fs.BoolVar(&cfg.read, "read", false, "with --readers, run COMMAND as a reader of KEY")
 	fs.BoolVar(&cfg.metrics, "metrics", false, "print the lock's figures (wait, hold, renewals and their margin, losses) on stderr at exit")
 	if code, ok := parseFlags(fs, args, sys); !ok {
 		return cfg, code, false
@@ -117,8 +140,20 @@ func parseRun(args []string, sys IO) (runConfig, int, bool) {
 	if cfg.conflictExit < 0 || cfg.conflictExit > 255 {
 		return cfg, usageError(sys.Stderr, "run: --conflict-exit-code %d: want an exit status from 0 to 255", cfg.conflictExit), false
 	}
+	if cfg.minHold < 0 || cfg.maxHold < 0 || (cfg.minHold > 0 && cfg.maxHold > 0 && cfg.maxHold < cfg.minHold) {
+		return cfg, usageError(sys.Stderr, "run: --min-hold %v, --max-hold %v: want durations of 0 or more, the maximum no shorter than the minimum", cfg.minHold, cfg.maxHold), false
+	}
 	if cfg.permits < 0 || (cfg.permits == 0 && permitsSet(fs)) {
 		return cfg, usageError(sys.Stderr, "run: --permits %d: want at least 1", cfg.permits), false
+	}
+	if cfg.readers < 0 || (cfg.readers == 0 && flagGiven(fs, "readers")) {
+		return cfg, usageError(sys.Stderr, "run: --readers %d: want at least 1", cfg.readers), false
+	}
+	if cfg.read && cfg.readers == 0 {
+		return cfg, usageError(sys.Stderr, "run: --read needs --readers N (the read-write lock's number of readers)"), false
+	}
+	if cfg.readers > 0 && cfg.permits > 0 {
+		return cfg, usageError(sys.Stderr, "run: --readers and --permits: give one"), false
 	}
 	if code, ok := parseHoldArgs(&cfg, "run", "KEY", *onLost, fs.Args(), sys); !ok {
 		return cfg, code, false
@@ -189,6 +224,12 @@ func run(ctx context.Context, cfg runConfig, sys IO) int {
 	if cfg.ttl > 0 {
 		opts = append(opts, dlock.WithTTL(cfg.ttl))
 	}
+	if cfg.minHold > 0 {
+		opts = append(opts, dlock.WithMinHold(cfg.minHold))
+	}
+	if cfg.maxHold > 0 {
+		opts = append(opts, dlock.WithMaxHold(cfg.maxHold))
+	}
 	m, err := newHolder(l, cfg, opts)
 	if err != nil {
 		return fail(sys.Stderr, err)
@@ -242,6 +283,10 @@ func acquire(ctx context.Context, m holder, cfg runConfig, sigs <-chan os.Signal
 	case errors.Is(err, dlock.ErrInvalidOption) && cfg.permits > 0:
 		code := fail(sys.Stderr, err)
 		fmt.Fprintf(sys.Stderr, "lockctl: to change the number of permits, stop every client of the old number, then run \"lockctl break --permits OLD %s\"\n", shellQuote(cfg.key))
+		return code, false
+	case errors.Is(err, dlock.ErrInvalidOption) && cfg.readers > 0:
+		code := fail(sys.Stderr, err)
+		fmt.Fprintf(sys.Stderr, "lockctl: to change the number of readers, stop every client of the old number, then run \"lockctl break --permits OLD %s\"\n", shellQuote(cfg.key+"#rw/read"))
 		return code, false
 	default:
 		return fail(sys.Stderr, err), false

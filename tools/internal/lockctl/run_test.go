@@ -119,3 +119,24 @@ func TestParseElect(t *testing.T) {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 }
+
+func TestParseRunReaders(t *testing.T) {
+	sys, _, _ := testIO(nil)
+	cfg, _, ok := parseRun([]string{"--readers", "4", "--read", "job", "--", "true"}, sys)
+	if !ok || cfg.readers != 4 || !cfg.read {
+		t.Fatalf("--readers 4 --read: %+v, ok %v", cfg, ok)
+	}
+	if cfg, _, ok = parseRun([]string{"--readers", "4", "job", "--", "true"}, sys); !ok || cfg.readers != 4 || cfg.read {
+		t.Fatalf("--readers 4: %+v; want the writer", cfg)
+	}
+	for _, args := range [][]string{
+		{"--readers", "0"}, {"--readers", "-1"}, {"--readers", "x"},
+		{"--read"},
+		{"--readers", "2", "--permits", "2"},
+	} {
+		sys, _, errb := testIO(nil)
+		if _, code, ok := parseRun(append(args, "job", "--", "true"), sys); ok || code != ExitUsage {
+			t.Errorf("%v: ok %v, code %d; want usage error %d (%s)", args, ok, code, ExitUsage, errb)
+		}
+	}
+}

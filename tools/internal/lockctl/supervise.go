@@ -72,7 +72,11 @@ func supervise(m holding, cfg runConfig, sigs <-chan os.Signal, sys IO) int {
 			continue
 		case <-lostC:
 			lostC, lost = nil, true
-			fmt.Fprintf(sys.Stderr, "lockctl: %s %q lost while the command ran; sending it %v\n", cfg.noun(), cfg.key, signalName(cfg.onLost))
+			if e, ok := m.(interface{ Err() error }); ok && errors.Is(e.Err(), dlock.ErrMaxHoldReached) {
+				fmt.Fprintf(sys.Stderr, "lockctl: %s %q reached its maximum hold of %v and was released; sending the command %v\n", cfg.noun(), cfg.key, cfg.maxHold, signalName(cfg.onLost))
+			} else {
+				fmt.Fprintf(sys.Stderr, "lockctl: %s %q lost while the command ran; sending it %v\n", cfg.noun(), cfg.key, signalName(cfg.onLost))
+			}
 			signalGroup(pgid, cfg.onLost)
 			if cfg.onLost != syscall.SIGKILL {
 				t := time.NewTimer(cfg.grace)
@@ -110,13 +114,20 @@ func command(m holding, cfg runConfig, sys IO) *exec.Cmd {
 	cmd := exec.Command(cfg.argv[0], cfg.argv[1:]...)
 	env := make([]string, 0, len(sys.Environ)+2)
 	for _, kv := range sys.Environ {
-		if !strings.HasPrefix(kv, "DLOCK_KEY=") && !strings.HasPrefix(kv, "DLOCK_TOKEN=") && !strings.HasPrefix(kv, "DLOCK_PERMIT_KEY=") {
+		if !strings.HasPrefix(kv, "DLOCK_KEY=") && !strings.HasPrefix(kv, "DLOCK_TOKEN=") && !strings.HasPrefix(kv, "DLOCK_PERMIT_KEY=") && !strings.HasPrefix(kv, "DLOCK_LOCK_MODE=") {
 			env = append(env, kv)
 		}
 	}
 	cmd.Env = append(env, "DLOCK_KEY="+cfg.key, "DLOCK_TOKEN="+strconv.FormatUint(uint64(m.Token()), 10))
 	if cfg.permits > 0 {
 		cmd.Env = append(cmd.Env, "DLOCK_PERMIT_KEY="+permitKey(m, cfg.key))
+	}
+	if cfg.readers > 0 {
+		mode := "write"
+		if cfg.read {
+			mode = "read"
+		}
+		cmd.Env = append(cmd.Env, "DLOCK_LOCK_MODE="+mode)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = sys.Stdin, sys.Stdout, sys.Stderr
 	// With streams that are not files (tests), do not wait forever for a
