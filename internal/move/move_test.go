@@ -261,3 +261,41 @@ func TestSemaphoreRecordMoves(t *testing.T) {
 	}
 	_ = good.Unlock(ctx)
 }
+
+// TestRWMutexAcrossConfigurations: a reader in one configuration keeps a
+// writer of the configuration beside it out, before the commit (C0 and
+// C1) and after it (C1 and C2).
+func TestRWMutexAcrossConfigurations(t *testing.T) {
+	ctx := context.Background()
+	n := uniq(t)
+	x, y := "mem://x"+n, "mem://y"+n
+	pairs := func(reader, writer *dlock.Locker, what string) {
+		t.Helper()
+		r, _ := reader.NewRWMutex("rw", 2)
+		w, _ := writer.NewRWMutex("rw", 2)
+		if err := r.TryRLock(ctx); err != nil {
+			t.Fatalf("%s: reader: %v", what, err)
+		}
+		if err := w.TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Fatalf("%s: writer while a reader holds: %v", what, err)
+		}
+		if err := r.RUnlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.TryLock(ctx); err != nil {
+			t.Fatalf("%s: writer once the reader left: %v", what, err)
+		}
+		if err := r.TryRLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Fatalf("%s: reader while the writer holds: %v", what, err)
+		}
+		_ = w.Unlock(ctx)
+	}
+	c0, c1 := open(t, x), open(t, c1URL(x, y))
+	pairs(c0, c1, "C0 reader, C1 writer")
+	pairs(c1, c0, "C1 reader, C0 writer")
+	_ = c0.Close()
+	commit(t, x, y)
+	c2 := open(t, movetest.C2(y))
+	pairs(c1, c2, "C1 reader, C2 writer")
+	pairs(c2, c1, "C2 reader, C1 writer")
+}
