@@ -94,16 +94,9 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
 		return nil, fmt.Errorf("%w: %q has no scheme (want e.g. mem://, redis://host:6379)", ErrInvalidURL, rawURL)
 	}
 	scheme := strings.ToLower(u.Scheme)
-	registry.RLock()
-	open := registry.m[scheme]
-	registry.RUnlock()
-	if open == nil {
-		if pkg := packageOf(scheme); pkg != "" {
-			return nil, fmt.Errorf("%w: scheme %q is not registered: import _ %q (registered: %s)",
-				ErrInvalidURL, scheme, pkg, strings.Join(Schemes(), ", "))
-		}
-		return nil, fmt.Errorf("%w: unknown scheme %q (registered: %s; a backend registers its scheme when its package is imported)",
-			ErrInvalidURL, scheme, strings.Join(Schemes(), ", "))
+	open, err := opener(scheme, rawURL)
+	if err != nil {
+		return nil, err
 	}
 	params, err := portableParams(u)
 	if err != nil {

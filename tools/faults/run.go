@@ -32,6 +32,7 @@ type Run struct {
 	Res     *Resource
 	Key     string
 	workers []*worker
+	logDir  string
 
 	mu     sync.Mutex
 	healed []int64
@@ -88,7 +89,7 @@ func Start(t testing.TB, b Backend, o RunOptions) *Run {
 	var id [4]byte
 	_, _ = rand.Read(id[:])
 	r := &Run{t: t, B: b, Res: res, Key: "dlock-faults/" + hex.EncodeToString(id[:])}
-	logDir := t.TempDir()
+	r.logDir = t.TempDir()
 	for i := 0; i < o.Workers; i++ {
 		cfg := WorkerConfig{ID: i, URL: b.URL, Key: r.Key, TTL: b.TTL, Resource: res.Addr()}
 		if o.URL != nil {
@@ -103,19 +104,7 @@ func Start(t testing.TB, b Backend, o RunOptions) *Run {
 		cfg.Readers = o.Readers
 		cfg.Reader = o.Readers > 0 && o.ReaderWorkers != nil && o.ReaderWorkers(i)
 		cfg.Holds, cfg.Taker, cfg.Spread = o.Holds, o.Holds > 0 && i > 0, o.HoldsSpread
-		w := &worker{cfg: cfg, done: make(chan struct{}), log: filepath.Join(logDir, fmt.Sprintf("worker-%d.log", i))}
-		w.cmd = exec.Command(os.Args[0], "-test.run=^$")
-		w.cmd.Env = append(os.Environ(), cfg.env()...)
-		logf, err := os.Create(w.log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.cmd.Stdout, w.cmd.Stderr = logf, logf
-		if err := w.cmd.Start(); err != nil {
-			t.Fatalf("worker %d: %v", i, err)
-		}
-		go func() { _ = w.cmd.Wait(); _ = logf.Close(); close(w.done) }()
-		r.workers = append(r.workers, w)
+		r.workers = append(r.workers, r.startWorker(cfg))
 	}
 	t.Cleanup(func() {
 		r.stopAll()
@@ -125,6 +114,54 @@ func Start(t testing.TB, b Backend, o RunOptions) *Run {
 	})
 	r.waitReady()
 	return r
+}
+
+// startWorker starts a worker process of cfg.
+func (r *Run) startWorker(cfg WorkerConfig) *worker {
+	r.t.Helper()
+	w := &worker{cfg: cfg, done: make(chan struct{}), log: filepath.Join(r.logDir, fmt.Sprintf("worker-%d.log", cfg.ID))}
+	w.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	w.cmd.Env = append(os.Environ(), cfg.env()...)
+	logf, err := os.Create(w.log)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	w.cmd.Stdout, w.cmd.Stderr = logf, logf
+	if err := w.cmd.Start(); err != nil {
+		r.t.Fatalf("worker %d: %v", cfg.ID, err)
+	}
+	go func() { _ = w.cmd.Wait(); _ = logf.Close(); close(w.done) }()
+	return w
+}
+
+// Restart ends worker i (SIGTERM, as a rolling restart does; at once if
+// it was killed) and starts its replacement with backend URL url, as a
+// new worker, whose number it returns once the replacement has opened
+// its Locker. A new number keeps the two processes' holds apart in the
+// history.
+func (r *Run) Restart(i int, url string) int {
+	r.t.Helper()
+	old := r.workers[i]
+	if old.paused {
+		_ = old.cmd.Process.Signal(syscall.SIGCONT)
+		old.paused = false
+	}
+	select {
+	case <-old.done:
+	default:
+		_ = old.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-old.done:
+		case <-time.After(30 * time.Second):
+			r.t.Fatalf("worker %d did not stop within 30s of SIGTERM", i)
+		}
+	}
+	cfg := old.cfg
+	cfg.ID, cfg.URL, cfg.SelfStop = len(r.workers), url, false
+	r.workers = append(r.workers, r.startWorker(cfg))
+	r.WaitFor(readyTimeout, fmt.Sprintf("worker %d (restarted as %d) to open its Locker", i, cfg.ID),
+		func(e Event) bool { return e.Kind == EvReady && e.Worker == cfg.ID })
+	return cfg.ID
 }
 
 // readyTimeout bounds how long a worker may take to start and open its

@@ -42,6 +42,7 @@ Usage:
   lockctl break --force [flags] KEY              remove whatever holds KEY (its holder is told at its next renewal)
                                                  (--permits N: clear a semaphore's record of N permits)
   lockctl doctor [flags] [URL]                   report the backend's settings that weaken dlock's promises
+  lockctl move status|commit --from X --to Y [KEY...]  where a move between backends stands; commit it
   lockctl help [COMMAND]                         show help ("lockctl COMMAND --help" too)
 
 Backends are URLs (?ttl=10s sets the default lease); built in:
@@ -85,6 +86,8 @@ func Main(ctx context.Context, args []string, sys IO) int {
 		return breakMain(ctx, rest, sys)
 	case "doctor":
 		return doctorMain(ctx, rest, sys)
+	case "move":
+		return moveMain(ctx, rest, sys)
 	case demoWorkerCmd:
 		return demoWorkerMain(ctx, rest, sys)
 	case "help", "-h", "-help", "--help":
@@ -94,13 +97,13 @@ func Main(ctx context.Context, args []string, sys IO) int {
 		}
 		if len(rest) == 1 {
 			switch rest[0] {
-			case "run", "elect", "demo", "bench", "status", "break", "doctor":
+			case "run", "elect", "demo", "bench", "status", "break", "doctor", "move":
 				return Main(ctx, []string{rest[0], "--help"}, sys)
 			}
 		}
-		return usageError(sys.Stderr, "help: unknown command %q (commands: run, elect, demo, bench, status, break, doctor)", strings.Join(rest, " "))
+		return usageError(sys.Stderr, "help: unknown command %q (commands: run, elect, demo, bench, status, break, doctor, move)", strings.Join(rest, " "))
 	default:
-		return usageError(sys.Stderr, "unknown command %q (commands: run, elect, demo, bench, status, break, doctor; see lockctl --help)", cmd)
+		return usageError(sys.Stderr, "unknown command %q (commands: run, elect, demo, bench, status, break, doctor, move; see lockctl --help)", cmd)
 	}
 }
 
