@@ -15,14 +15,14 @@ import (
 	"github.com/dlock-go/dlock/internal/testenv"
 )
 
-// Scenario 20: a fleet moved from one backend to another by rolling
+// Scenario 21: a fleet moved from one backend to another by rolling
 // restarts (docs/moving.md): four workers on the fenced register go from
 // X (C0) to move:?from=X&to=Y (C1) one at a time, one of them killed
 // and one paused past its lease on the way; the move is committed; then
 // each goes to move:?to=Y (C2), one killed again. Every check must pass,
 // and every restarted worker must write before the next restart.
 //
-// Scenario 20c, its canary: the commit is forced at once and half the
+// Scenario 21c, its canary: the commit is forced at once and half the
 // workers jump from C0 to C2, so old and new configurations run side by
 // side on two stores that know nothing of each other: the exclusion
 // check must see the overlap.
@@ -101,7 +101,7 @@ func rollingMove(t *testing.T, from, to Backend) {
 		}
 	})
 	r.WaitFor(time.Minute, "10 more writes", countWrites(10+8+10))
-	judge(t, "20 rolling move", b, r.Stop(), expect{must: allChecks})
+	judge(t, "21 rolling move", b, r.Stop(), expect{must: allChecks})
 }
 
 func rollingMoveCanary(t *testing.T, from, to Backend) {
@@ -112,7 +112,7 @@ func rollingMoveCanary(t *testing.T, from, to Backend) {
 	r.Restart(2, moveC2(to))
 	r.Restart(3, moveC2(to))
 	r.WaitFor(2*time.Minute, "40 writes", countWrites(40))
-	judge(t, "20c move with C1 skipped", b, r.Stop(), expect{must: []string{"stale-token"}, canary: []string{"exclusion"}})
+	judge(t, "21c move with C1 skipped", b, r.Stop(), expect{must: []string{"stale-token"}, canary: []string{"exclusion"}})
 }
 
 // ownPrefix gives a run's new store a namespace of its own (an etcd or
@@ -142,8 +142,8 @@ func ownPrefix(t *testing.T, b Backend) Backend {
 }
 
 func TestMoveRedisToEtcd(t *testing.T) {
-	t.Run("20-rolling-move", func(t *testing.T) { rollingMove(t, redisB(t), ownPrefix(t, etcdB(t))) })
-	t.Run("20c-canary-c1-skipped", func(t *testing.T) { rollingMoveCanary(t, redisB(t), ownPrefix(t, etcdB(t))) })
+	t.Run("21-rolling-move", func(t *testing.T) { rollingMove(t, redisB(t), ownPrefix(t, etcdB(t))) })
+	t.Run("21c-canary-c1-skipped", func(t *testing.T) { rollingMoveCanary(t, redisB(t), ownPrefix(t, etcdB(t))) })
 }
 
 func TestMoveOtherPairs(t *testing.T) {
@@ -156,7 +156,7 @@ func TestMoveOtherPairs(t *testing.T) {
 		{"file-redis", fileB, redisB},
 	}
 	for _, p := range pairs {
-		t.Run("20-rolling-move/"+p.name, func(t *testing.T) { rollingMove(t, p.from(t), ownPrefix(t, p.to(t))) })
-		t.Run("20c-canary-c1-skipped/"+p.name, func(t *testing.T) { rollingMoveCanary(t, p.from(t), ownPrefix(t, p.to(t))) })
+		t.Run("21-rolling-move/"+p.name, func(t *testing.T) { rollingMove(t, p.from(t), ownPrefix(t, p.to(t))) })
+		t.Run("21c-canary-c1-skipped/"+p.name, func(t *testing.T) { rollingMoveCanary(t, p.from(t), ownPrefix(t, p.to(t))) })
 	}
 }

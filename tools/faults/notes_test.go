@@ -156,6 +156,14 @@ const reportNotes = `
   it; worker 0 then resumes and writes: rejected when fenced, accepted and
   seen unfenced (the canary). In 20 a reader is killed while it holds; the
   writer gets in once the reader's lease has run out.
+- **21** moves a fleet from one backend to another by rolling restarts
+  (docs/moving.md): four workers restarted one by one from the old store
+  to C1 (both stores), the commit, then to C2 (the new store, tokens
+  lifted), one killed and one paused past its lease on the way; every
+  check passes and every restarted worker writes. **21c**, its canary,
+  commits at once and restarts half the workers from the old store
+  straight to C2: the exclusion check sees the overlap, and the fence
+  refuses the old store's writes.
 - **Liveness** is measured from the heal (kill, restart, resume) to the next
   acquisition, bounded by the backend's TTL, its expiry grace (Consul: 2×TTL)
   and a per-backend allowance for elections.
