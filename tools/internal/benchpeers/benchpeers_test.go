@@ -43,6 +43,10 @@ func checkShape(t *testing.T, cfg Config, rs []Result, names []string, dlockName
 	}
 	for _, n := range dlockNames {
 		want[ScenManyHolds+"|"+n]++
+		// The read-write lock's write and read, uncontended only.
+		for _, kind := range []string{"write", "read"} {
+			want[fmt.Sprintf("%s|%s RWMutex %s (%d readers)", ScenUncontended, n, kind, rwReaders)]++
+		}
 	}
 	for _, p := range pairs(cfg.selected()) {
 		want[ScenPaired+"|"+p.dlock.name]++

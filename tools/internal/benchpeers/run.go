@@ -255,6 +255,9 @@ func Run(ctx context.Context, cfg Config) []Result {
 				cfg.logf("rep %d: %s: %s", rep, ScenUncontended, s.name)
 				raw = append(raw, runLocal(ctx, cfg, s, ScenUncontended, 1))
 			}
+			if s.uncontendedOnly {
+				continue
+			}
 			if cfg.wants(ScenParallel) {
 				cfg.logf("rep %d: %s: %s", rep, ScenParallel, s.name)
 				raw = append(raw, runLocal(ctx, cfg, s, ScenParallel, cfg.Parallel))
@@ -277,7 +280,7 @@ func Run(ctx context.Context, cfg Config) []Result {
 	if cfg.wants(ScenManyHolds) {
 		for _, ttl := range cfg.HoldTTLs {
 			for _, s := range syss {
-				if !s.dlock {
+				if !s.dlock || s.uncontendedOnly {
 					continue
 				}
 				cfg.logf("%s %d ttl=%v: %s", ScenManyHolds, cfg.Holds, ttl, s.name)

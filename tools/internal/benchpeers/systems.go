@@ -56,7 +56,11 @@ type system struct {
 	// each with its own client (mem:// has no server to share across
 	// processes).
 	inProcess bool
-	open      func(ctx context.Context, ep Endpoints, ttl time.Duration) (client, error)
+	// uncontendedOnly: the system runs in the uncontended scenario only
+	// (a read-write lock's read and write, whose cost beside the Mutex
+	// is what the report shows).
+	uncontendedOnly bool
+	open            func(ctx context.Context, ep Endpoints, ttl time.Duration) (client, error)
 }
 
 // client is one connection (or set of connections) of one system, as
@@ -95,12 +99,58 @@ var systems = []system{
 	{name: "Consul api.Lock", store: "consul", open: openConsulLock},
 	{name: "dlock consul://", dlock: true, store: "consul", open: openDlockURL(func(ep Endpoints) string { return ep.Consul })},
 	{name: "dlock file://", dlock: true, store: "file", open: openDlockURL(func(ep Endpoints) string { return ep.File })},
-	{name: "dlock mem://", dlock: true, store: "mem", inProcess: true, open: openDlockURL(func(ep Endpoints) string {
+	{name: "dlock mem://", dlock: true, store: "mem", inProcess: true, open: openDlockMem},
+}
+
+// rwReaders is the number of readers of the read-write lock systems.
+const rwReaders = 4
+
+// The read-write lock (dlock.RWMutex) of every dlock system, a write and a
+// read, uncontended, each right after its store's Mutex: their round
+// trips and server requests per acquisition beside the Mutex's.
+func init() {
+	var all []system
+	for _, s := range systems {
+		all = append(all, s)
+		if !s.dlock {
+			continue
+		}
+		for _, read := range []bool{false, true} {
+			kind := "write"
+			if read {
+				kind = "read"
+			}
+			r := s
+			r.name = fmt.Sprintf("%s RWMutex %s (%d readers)", s.name, kind, rwReaders)
+			r.uncontendedOnly = true
+			r.open = rwOpen(s.open, read)
+			all = append(all, r)
+		}
+	}
+	systems = all
+}
+
+// rwOpen opens a dlock system's client for its read-write lock, as a
+// writer or a reader.
+func rwOpen(open func(context.Context, Endpoints, time.Duration) (client, error), read bool) func(context.Context, Endpoints, time.Duration) (client, error) {
+	return func(ctx context.Context, ep Endpoints, ttl time.Duration) (client, error) {
+		c, err := open(ctx, ep, ttl)
+		if err != nil {
+			return nil, err
+		}
+		d := c.(*dlockClient)
+		d.rw, d.rwRead = rwReaders, read
+		return d, nil
+	}
+}
+
+func openDlockMem(ctx context.Context, ep Endpoints, ttl time.Duration) (client, error) {
+	return openDlockURL(func(ep Endpoints) string {
 		if ep.Mem {
 			return "mem://benchpeers"
 		}
 		return ""
-	})},
+	})(ctx, ep, ttl)
 }
 
 // peerOf names, for each dlock system (and the reference below), the peers
@@ -374,6 +424,11 @@ type dlockClient struct {
 	cs  []*goredis.Client // the clients given to the backend, closed after it
 	n   *atomic.Int64     // nil: round trips not counted
 	ttl time.Duration
+	// rw, when above 0, makes lock take a read-write lock of that many
+	// readers instead of a Mutex: as a reader when rwRead, else as the
+	// writer.
+	rw     int
+	rwRead bool
 }
 
 func (d *dlockClient) opts() []dlock.Option {
@@ -395,6 +450,22 @@ func (d *dlockClient) hold(ctx context.Context, key string) (*dlock.Mutex, error
 }
 
 func (d *dlockClient) lock(ctx context.Context, key string) (func(context.Context) error, error) {
+	if d.rw > 0 {
+		rw, err := d.l.NewRWMutex("benchpeers/rw/"+key, d.rw, d.opts()...)
+		if err != nil {
+			return nil, err
+		}
+		if d.rwRead {
+			if err := rw.RLock(ctx); err != nil {
+				return nil, err
+			}
+			return rw.RUnlock, nil
+		}
+		if err := rw.Lock(ctx); err != nil {
+			return nil, err
+		}
+		return rw.Unlock, nil
+	}
 	m, err := d.hold(ctx, key)
 	if err != nil {
 		return nil, err
