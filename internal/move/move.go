@@ -357,6 +357,30 @@ func (d *Driver) Release(ctx context.Context, h driver.Hold) error {
 	return errors.Join(errY, errX)
 }
 
+// ReleaseAfter (driver.Lapser) lets Y's hold lapse, then X's: each key
+// stays held for d on its own store, so that a minimum hold
+// (dlock.WithMinHold) keeps out every configuration beside this one, C0
+// on X and C2 on Y alike. A store that cannot lapse refuses it with
+// ErrInvalidOption (every dlock backend can).
+func (d *Driver) ReleaseAfter(ctx context.Context, h driver.Hold, after time.Duration) error {
+	st, err := stateOf(h)
+	if err != nil {
+		return err
+	}
+	ly, okY := d.to.(driver.Lapser)
+	lx, okX := d.from.(driver.Lapser)
+	if !okY || (d.from != nil && !okX) {
+		return fmt.Errorf("move: %w: a store of the move cannot keep a key held past its release", driver.ErrInvalidOption)
+	}
+	st.ended()
+	errY := ly.ReleaseAfter(ctx, st.y, after)
+	var errX error
+	if d.from != nil {
+		errX = lx.ReleaseAfter(ctx, st.x, after)
+	}
+	return errors.Join(errY, errX)
+}
+
 // Renew extends both holds and returns the shorter TTL granted.
 func (d *Driver) Renew(ctx context.Context, h driver.Hold) (time.Duration, error) {
 	st, err := stateOf(h)

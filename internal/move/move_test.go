@@ -150,6 +150,45 @@ func TestExcludesEveryConfiguration(t *testing.T) {
 	}
 }
 
+// TestMinHoldAcrossConfigurations: a C1 hold with a minimum hold,
+// unlocked at once, keeps the key held on both stores until the minimum:
+// a C0 instance (on X) and a C2-side Locker (on Y) are refused, then both
+// get it.
+func TestMinHoldAcrossConfigurations(t *testing.T) {
+	ctx := context.Background()
+	n := uniq(t)
+	x, y := "file://"+t.TempDir()+"/x"+n, "mem://y"+n
+	c1 := open(t, c1URL(x, y))
+	const minHold = 5 * time.Second
+	m1, err := c1.NewMutex("k", dlock.WithMinHold(minHold))
+	if err != nil {
+		t.Fatalf("NewMutex with a minimum hold through move: %v", err)
+	}
+	if err := m1.TryLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	granted := time.Now()
+	if err := m1.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	others := map[string]*dlock.Locker{"X": open(t, x), "Y": open(t, y)}
+	for name, l := range others {
+		m, _ := l.NewMutex("k")
+		err := m.TryLock(ctx)
+		if !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Fatalf("plain %s TryLock inside the minimum hold: %v; want ErrNotAcquired", name, err)
+		}
+	}
+	time.Sleep(time.Until(granted.Add(minHold + 100*time.Millisecond)))
+	for name, l := range others {
+		m, _ := l.NewMutex("k")
+		if err := m.TryLock(ctx); err != nil {
+			t.Fatalf("plain %s TryLock after the minimum hold: %v", name, err)
+		}
+		_ = m.Unlock(ctx)
+	}
+}
+
 // TestLossOnEitherStore: breaking the key on X, or on Y, ends the C1 hold
 // at once, through the stores' loss signals (no renewal runs, and the
 // lease is long).
