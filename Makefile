@@ -49,8 +49,12 @@ start stop kill pause resume: dlockenv
 # backend/zookeeper/reconnect_test.go): the tests that force one are built
 # only without -race and run in a second pass.
 ZK_RECONNECT_TESTS := TestLeaderKill|TestSessionKilledFromOutside|TestPartitionLosesBeforeExpiry
+# Four packages at a time: the servers' tests mostly wait (leases, watches,
+# lapses), so on 2 cores four overlap the longest (consul, etcd,
+# zookeeper, redis) instead of running them two by two.
+TEST_PARALLEL ?= 4
 test:
-	scripts/with-servers.sh bash -c '$(GOTEST) $(PKGS) && \
+	scripts/with-servers.sh bash -c '$(GOTEST) -p $(TEST_PARALLEL) $(PKGS) && \
 		$(GO) test -count=1 -timeout 10m -run "$(ZK_RECONNECT_TESTS)" -v ./backend/zookeeper/ | grep -E "^(=== RUN|--- |PASS|FAIL|ok)"; exit $${PIPESTATUS[0]}'
 
 bench:

@@ -191,8 +191,10 @@ func TestWaitStepsAreSpanEvents(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	store := memory.NewStore()
-	l1, _ := memory.New(store, dlock.WithObserver(e.obs))
-	l2, _ := memory.New(store, dlock.WithObserver(e.obs))
+	// Without mem://'s queue (driver.Acquirer), so that b's Lock waits by
+	// watching, and every wait step is a span event.
+	l1, _ := dlock.NewLocker(watchOnly{store.Driver()}, dlock.WithObserver(e.obs))
+	l2, _ := dlock.NewLocker(watchOnly{store.Driver()}, dlock.WithObserver(e.obs))
 	defer l1.Close()
 	defer l2.Close()
 	a, _ := l1.NewMutex("k")
@@ -222,6 +224,10 @@ func TestWaitStepsAreSpanEvents(t *testing.T) {
 		t.Errorf("wait events %v, want watch_set ... woken", events)
 	}
 }
+
+// watchOnly is a driver seen only through driver.Locker: its waiting
+// Locks watch and retry, whatever queue the driver has.
+type watchOnly struct{ driver.Locker }
 
 // failRenew is the memory driver with renewals that fail as an unreachable
 // server's would.
