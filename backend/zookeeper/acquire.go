@@ -350,23 +350,9 @@ func (d *zkDriver) grant(ctx context.Context, a *attempt, path string, own *exis
 		return driver.Hold{}, fmt.Errorf("zookeeper: node %s has czxid %d", path, st.Czxid)
 	}
 	if fresh := lossAfter(d.sessionTimeout()) / 2; time.Since(d.mon.confirmedAt(st.EphemeralOwner, sent)) > fresh {
-		again := time.Now()
-		ok, err := call(ctx, func() (bool, error) {
-			ok, _, err := d.syncRead(path)
-			return ok, err
-		})
-		switch {
-		case errors.Is(err, zk.ErrNoNode):
-			return driver.Hold{}, errVanished
-		case err != nil:
-			return driver.Hold{}, d.fail("confirm the session", err)
-		case !ok || d.conn.SessionID() != st.EphemeralOwner:
-			return driver.Hold{}, errVanished
-		case time.Since(d.mon.confirmedAt(st.EphemeralOwner, again)) >= lossAfter(d.sessionTimeout()):
-			// Not even the heartbeats confirmed the session meanwhile: the
-			// monitor would give the hold up at once.
-			return driver.Hold{}, driver.Unavailable(fmt.Errorf("zookeeper: the session was confirmed only after %v",
-				time.Since(again).Round(time.Millisecond)))
+		again, err := d.confirm(ctx, path, st.EphemeralOwner)
+		if err != nil {
+			return driver.Hold{}, err
 		}
 		sent = again
 	}
@@ -383,6 +369,52 @@ func (d *zkDriver) grant(ctx context.Context, a *attempt, path string, own *exis
 	}
 	h := newHold(d, path, st, a.req.TTL, own.ch, own.armed, sent)
 	return driver.Hold{Token: uint64(st.Czxid), TTL: a.req.TTL, Since: sent, Lost: h.lost.Chan(), State: h}, nil
+}
+
+// confirmAttempts bounds how often grant asks the leader to confirm the
+// session before it gives up with ErrUnavailable.
+const confirmAttempts = 4
+
+// confirm confirms the session that owns our node at path with a sync and
+// a read, and returns the instant the lease may run from. An answer that
+// comes back too late to vouch for a lease (the monitor would give the
+// hold up at once) is congestion as often as an outage: a burst of
+// requests on the connection, or a loaded server, delays every answer for
+// a while. So the confirmation is asked for again, up to confirmAttempts
+// times while ctx lasts, before the attempt fails with ErrUnavailable;
+// the node stays first in line meanwhile.
+func (d *zkDriver) confirm(ctx context.Context, path string, owner int64) (time.Time, error) {
+	var took time.Duration
+	tries := 0
+	for tries < confirmAttempts {
+		tries++
+		if d.beforeConfirm != nil {
+			d.beforeConfirm()
+		}
+		again := time.Now()
+		ok, err := call(ctx, func() (bool, error) {
+			ok, _, err := d.syncRead(path)
+			return ok, err
+		})
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			return time.Time{}, errVanished
+		case err != nil:
+			return time.Time{}, d.fail("confirm the session", err)
+		case !ok || d.conn.SessionID() != owner:
+			return time.Time{}, errVanished
+		}
+		if time.Since(d.mon.confirmedAt(owner, again)) < lossAfter(d.sessionTimeout()) {
+			return again, nil
+		}
+		// Not even the heartbeats confirmed the session meanwhile.
+		took = time.Since(again)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return time.Time{}, driver.Unavailable(fmt.Errorf("zookeeper: the session was confirmed only after %v (%d tries)",
+		took.Round(time.Millisecond), tries))
 }
 
 // leave deletes our node after a failed or refused attempt, waiting a

@@ -29,7 +29,10 @@ type zkDriver struct {
 
 	closed    chan struct{}
 	closeOnce sync.Once
-	wg        sync.WaitGroup // monitor, cleaner and hold goroutines
+
+	beforeConfirm func() // tests: runs before each confirmation of the session in grant
+
+	wg sync.WaitGroup // monitor, cleaner and hold goroutines
 }
 
 var (

@@ -58,3 +58,63 @@ func TestLateCreateGrantIsConfirmedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The confirmation itself can come back too late: a burst of a thousand
+// Locks on one connection, or a loaded server, delays every answer for a
+// while. Lock failed with ErrUnavailable on the first late confirmation
+// (make test caught it on the conformance case ManyKeys); it now asks
+// again while its context lasts, and the hold it returns is sound.
+func TestLateConfirmationIsAskedAgain(t *testing.T) {
+	raw := endpoint(t, "DLOCK_ZK_URL", "")
+	p := newProxy(t, hosts(t, raw)[0])
+	const T = 9 * time.Second // see TestLateCreateGrantIsConfirmedAgain
+	cut := lossAfter(T) + 500*time.Millisecond
+	d, l := lockerOn(t, "zk://"+p.addr()+testPrefix+"?session_timeout="+T.String())
+	key := fmt.Sprintf("late-confirm/%d", time.Now().UnixNano())
+	m, err := l.NewMutex(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lockNow(t, m)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := d.conn.Exists("/"); err != nil {
+		t.Fatal(err)
+	}
+
+	// The create is answered late, so the grant confirms the session;
+	// the first confirmation is held back as long again.
+	confirms := 0
+	d.beforeConfirm = func() {
+		confirms++
+		if confirms == 1 {
+			p.block()
+			time.AfterFunc(cut, p.unblock)
+		}
+	}
+	p.block()
+	locked := make(chan error, 1)
+	go func() { locked <- m.Lock(ctx) }()
+	time.Sleep(cut)
+	p.unblock()
+	if err := <-locked; err != nil {
+		t.Fatalf("Lock with a confirmation answered %v late: %v", cut, err)
+	}
+	if confirms < 2 {
+		t.Fatalf("the session was confirmed %d times; want a second confirmation after the late one", confirms)
+	}
+	if tok := m.Token(); tok == 0 {
+		t.Fatalf("Lock returned nil, and the hold was already lost: %v", m.Err())
+	}
+	select {
+	case <-m.Done():
+		t.Fatalf("the hold was given up within %v of Lock returning: %v", time.Second, m.Err())
+	case <-time.After(time.Second):
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
