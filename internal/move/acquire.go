@@ -20,13 +20,13 @@ const pollInterval = 100 * time.Millisecond
 // acquireOn waits for req.Key on one store: in the store's own queue when
 // it has one (so that a move's holders wait in line with the plain
 // clients of that store, which a TryAcquire loop would not: a queue hands
-// a release to its first waiter), else by watching and retrying. The
-// hold's Since is set.
+// a release to its first waiter, and a line refuses every attempt made
+// out of turn), else by watching and retrying. The hold's Since is set.
 func acquireOn(ctx context.Context, d driver.Locker, req driver.Request) (driver.Hold, error) {
 	if a, ok := d.(driver.Acquirer); ok {
 		return a.Acquire(ctx, req)
 	}
-	w, err := d.Watch(ctx, req.Key)
+	w, err := watchFor(ctx, d, req.Key)
 	if err != nil {
 		return driver.Hold{}, err
 	}
@@ -65,6 +65,19 @@ func acquireOn(ctx context.Context, d driver.Locker, req driver.Request) (driver
 		}
 		t.Stop()
 	}
+}
+
+// watchFor opens the watch a waiting acquireOn uses: the store's line
+// (driver.LockWatcher) when it has one, so that its attempts are those of
+// a waiter in line and a release is handed to it in its turn, as to the
+// plain clients of the store, else a plain watch. acquireOn keeps the
+// line's rules: it attempts after every wake and after the remaining lease
+// of a refusal, and closes the watch (which hands a wake on) when it stops.
+func watchFor(ctx context.Context, d driver.Locker, key string) (driver.Watch, error) {
+	if lw, ok := d.(driver.LockWatcher); ok {
+		return lw.WatchLock(ctx, key)
+	}
+	return d.Watch(ctx, key)
 }
 
 // Acquire waits for req.Key on X, in X's queue beside C0's waiters, then

@@ -153,8 +153,7 @@ func TestMoveOtherPairs(t *testing.T) {
 	}{
 		{"redis-zookeeper", redisB, zkB},
 		{"redis-postgres", redisB, postgresB},
-		// file → redis is left out until its C1 workers stop starving
-		// behind the file backend's line of plain waiters (issue 44).
+		{"file-redis", fileB, redisB},
 	}
 	for _, p := range pairs {
 		t.Run("21-rolling-move/"+p.name, func(t *testing.T) { rollingMove(t, p.from(t), ownPrefix(t, p.to(t))) })
