@@ -46,7 +46,8 @@
 // DriverClearRecordRace, DriverRecordApart, DriverRecordClosed,
 // DriverRenewBatch, DriverOwnerChecked, and the minimum and maximum
 // hold's: MinHoldUnlock, MinHoldClose, MinHoldPassed, MinHoldSemaphore,
-// MaxHold, MinMaxErrors. A backend tests in its own
+// MaxHold, MinMaxErrors, and the line's (line.go): LineOrder,
+// LineFairness. A backend tests in its own
 // package only what is its own (a quorum, a store's layout, a failure
 // of its servers), not these.
 // RunBenchmarks measures the same backend: uncontended Lock+Unlock, parallel distinct keys, and contended
@@ -253,7 +254,9 @@ func Run(t *testing.T, h Harness) {
 	// run in parallel inside.
 	// The minimum and maximum hold (minhold.go): serial, since they open
 	// and close Lockers.
-	for _, c := range append(append(append(s.electionCases(), s.rwmutexCases()...), s.driverCases()...), s.minMaxCases()...) {
+	// The line (line.go): serial, since they open Lockers and count on
+	// the key's waiters.
+	for _, c := range append(append(append(append(s.electionCases(), s.rwmutexCases()...), s.driverCases()...), s.minMaxCases()...), s.lineCases()...) {
 		cases = append(cases, struct {
 			name     string
 			parallel bool

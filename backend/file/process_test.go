@@ -349,3 +349,39 @@ func TestRecordProcesses(t *testing.T) {
 		}
 	}
 }
+
+// mutexes returns n Mutexes on key, each of a Locker of its own on dir
+// (its own descriptors and inotify instance, as n processes would have).
+func mutexes(t *testing.T, dir, key string, n int, opts ...dlock.Option) []*dlock.Mutex {
+	t.Helper()
+	ms := make([]*dlock.Mutex, n)
+	for i := range ms {
+		l, err := file.New(dir, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		if ms[i], err = l.NewMutex(key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ms
+}
+
+// waitWaiters waits until Inspect reports n Locks waiting for key.
+func waitWaiters(t *testing.T, m *dlock.Mutex, l *dlock.Locker, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		info, err := l.Inspect(context.Background(), m.Key())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Waiters == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Inspect: Waiters %d, want %d", info.Waiters, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
