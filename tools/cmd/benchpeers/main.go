@@ -33,7 +33,7 @@ func main() {
 		parallel = flag.Int("parallel", 16, "parallel-keys goroutines")
 		lockers  = flag.String("lockers", "2,8,32", "contended worker processes")
 		hold     = flag.Duration("hold", time.Millisecond, "contended hold")
-		holds    = flag.Int("holds", 100000, "many-holds keys (issue 22 asks for 100,000)")
+		holds    = flag.Int("holds", 100000, "many-holds keys (issue 45 asks for 100,000)")
 		holdFor  = flag.Duration("hold-for", 10*time.Second, "many-holds: how long all are kept")
 		ttls     = flag.String("hold-ttls", "default,3s", "many-holds TTLs")
 		budget   = flag.Duration("acquire-budget", 150*time.Second, "many-holds: time allowed to acquire them")

@@ -94,7 +94,7 @@ func checkShape(t *testing.T, cfg Config, rs []Result, names []string, dlockName
 	WriteMarkdown(&buf, Meta{Command: "test", Started: time.Now(), Finished: time.Now(), Machine: Machine(), Config: cfg}, rs)
 	md := buf.String()
 	for _, h := range []string{"| nproc |", "## uncontended", "## parallel-keys", "## contended across processes: 2 workers",
-		"## many holds", "| release s |", "## ratios dlock / peer", "## goals of issue 22"} {
+		"## many holds", "| release s |", "## ratios dlock / peer", "## goals of issue 45"} {
 		if !strings.Contains(md, h) {
 			t.Errorf("report lacks %q", h)
 		}

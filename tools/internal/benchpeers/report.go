@@ -262,7 +262,7 @@ func find(rs []Result, scen, sys string, lockers int, ttl string) *Result {
 }
 
 // WriteMarkdown writes BENCHMARKS.md: the header, a table per scenario,
-// the ratios dlock/peer and the goals of issue 22 with their status.
+// the ratios dlock/peer and the goals of issue 45 with their status.
 func WriteMarkdown(w io.Writer, meta Meta, rs []Result) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	cfg := meta.Config
