@@ -54,8 +54,8 @@ func (d *zkDriver) create(ctx context.Context, a *attempt) (path string, sent ti
 	}
 }
 
-// createOnce sends one create. If ctx ends first, the cleaner takes over
-// whatever the create makes.
+// createOnce sends one create. If ctx ends first, whatever the create
+// makes is deleted (undoCreate).
 func (d *zkDriver) createOnce(ctx context.Context, a *attempt) (string, error) {
 	prefix := a.keyPath + "/" + protectedPrefix + a.guid + lockInfix
 	data := nodeData(a.req)
@@ -74,9 +74,34 @@ func (d *zkDriver) createOnce(ctx context.Context, a *attempt) (string, error) {
 	case r := <-res:
 		return r.path, r.err
 	case <-ctx.Done():
-		d.clean.abandoned(a.keyPath, a.guid, res)
+		d.undoCreate(a, res)
 		return "", ctx.Err()
 	}
+}
+
+// undoCreate deletes what a create cut short by ctx makes. Left to the
+// cleaner, the node would stand first in the key's line for a moment after
+// Lock returned its error, and another process's TryLock then was refused
+// although this Lock held nothing (a Lock cancelled as the key was handed
+// to it, under load). So the create's answer is awaited a little, as leave
+// awaits its delete, and what it made is deleted before Lock returns; if
+// the answer does not come in time, the cleaner takes over.
+func (d *zkDriver) undoCreate(a *attempt, res chan createResult) {
+	t := time.NewTimer(min(d.sessionTimeout()/2, time.Second))
+	defer t.Stop()
+	select {
+	case r := <-res:
+		switch {
+		case r.err == nil:
+			d.leave(context.Background(), r.path)
+		case ambiguous(r.err):
+			d.clean.guid(a.keyPath, a.guid)
+		}
+		return
+	case <-t.C:
+	case <-d.closed:
+	}
+	d.clean.abandoned(a.keyPath, a.guid, res)
 }
 
 // findGUID looks for the node a create with a lost reply may have made.
