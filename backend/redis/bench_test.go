@@ -182,7 +182,7 @@ func benchContended(b *testing.B, raw string, stats *goredis.Client, waiters, lo
 }
 
 // commandStats reads the calls of every command from INFO commandstats.
-func commandStats(b *testing.B, c *goredis.Client) map[string]int64 {
+func commandStats(b testing.TB, c *goredis.Client) map[string]int64 {
 	b.Helper()
 	s, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {

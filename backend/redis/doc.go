@@ -291,33 +291,40 @@
 // Uncontended Lock+Unlock against the bare textbook lock (SET NX PX, then a
 // Lua compare-and-delete), with this driver alone (TryAcquire+Release,
 // without the portable layer) in between, the three rotated in one loop
-// (BenchmarkLockUnlock/standalone/paired, -benchtime 8000x, eight runs on
-// the 2-core machine, waiters queued on the server):
+// (BenchmarkLockUnlock/standalone/paired, -benchtime 2s, six runs on the
+// 2-core machine, load average 3-6, each run beside one of the version
+// before the 5-command acquire, in turn):
 //
 //	              dlock        driver alone  bare         dlock/bare  driver/bare
-//	standalone    116-167 µs   111-152 µs    92-132 µs    0.77-0.83   0.81-0.87
+//	standalone    134-168 µs   125-152 µs    108-133 µs   0.77-0.83   0.83-0.88
+//	(before)      139-173 µs   130-159 µs    109-131 µs   0.76-0.82   0.82-0.87
 //
-// All three make two round trips. The gap is about half server time, half
-// client CPU. On the server, the acquire script (queue.lua, taking a free
-// lock) runs 9.9 µs and the release 6.9 µs, against 0.8 µs for SET NX PX
-// and 3.2 µs for the bare compare-and-delete (INFO commandstats, 20,000
-// calls each on an otherwise idle server). Inside a script each step is
-// paid for: a script that returns at once costs 1.1 µs, 1.8 µs with six
-// keys and seven arguments, and reading the clock (TIME) adds 0.9 µs, a SET
-// with PX 1.5 µs, a GET 0.2 to 0.4 µs (redis-benchmark, 50,000 calls). The
-// acquire reads the clock, the lock, the queue's head and the counter, and
-// writes the counter, the lock and its description. The token itself is
-// not the price: in BENCHMARKS.md (uncontended-paired), the bare lock with
-// an INCR of a counter in its acquire script runs at 0.97x the bare lock
-// (quartiles 0.91-1.05), and dlock at 0.83x that lock (0.78-0.89). What
-// costs is what the token and the lock promise beyond a counter: the clock
-// floor that keeps tokens from repeating after a failover or a restore,
-// the wait queue and the holder's description, each step a call from Lua
-// into Redis. On the client, perf stat counted 1.65 s of CPU for 20,000 dlock
-// cycles against 1.42 s for the bare lock's, 11 µs more per cycle, of
-// which the portable layer is 4 to 7 µs (dlock less driver alone above)
-// and the driver's longer commands and replies (71 allocations per cycle
-// against 20) the rest.
+// All three make two round trips. An uncontended Lock+Unlock costs the
+// server 11 commands (INFO commandstats, the scripts' inner commands
+// included), against 4 for the bare lock and 13 before:
+//
+//   - the acquire (queue.lua): EVALSHA, LINDEX of the queue (nobody
+//     queued), SET NX PX of the lock, TIME, GET of the counter, and one
+//     MSET of the counter and the holder's description;
+//   - the release (release.lua): EVALSHA, GET of the lock (owner-checked),
+//     LINDEX of the queue (nobody to wake), DEL, and PUBLISH on the key's
+//     release channel (for Watch).
+//
+// TestUncontendedCommands holds that count. Each remaining step is a
+// promise: the queue's order (goal 1), the clock floor that keeps tokens
+// from repeating after a failover or a restore from an older snapshot (a
+// counter alone repeats them), Inspect's description, Watch's wake-up.
+// Fewer commands did not move the ratio much: the inner commands cost the
+// server about 2 µs per Lock+Unlock in all (their usec in commandstats),
+// while each script call costs 10 to 12 µs (evalsha usec per call, the
+// inner commands included), against 3 to 5 µs for the bare lock's
+// compare-and-delete; the acquire and release scripts take six keys and
+// six or seven arguments each, which the server parses and hands to Lua.
+// Server CPU (INFO cpu) per Lock+Unlock was 56-65 µs against 43-48 µs
+// for the bare lock (59-70 µs before), most of it the system calls of
+// two round trips. The rest of the gap is client CPU: the portable layer
+// (dlock less driver alone above) and the driver's longer commands and
+// replies (76 allocations per cycle against 20 for the bare lock).
 //
 // Contended across processes, from BENCHMARKS.md (make bench-peers: one
 // key, each worker its own OS process with its own client, 1 ms hold, 2 s

@@ -22,10 +22,29 @@ type names struct {
 	record    string // the key's record (driver.Recorder); never expires, no lock script touches it
 }
 
+// keyNames returns key's names under prefix. They are cut from one string,
+// one allocation instead of one per name: a Lock makes them every time.
 func keyNames(prefix, key string) names {
 	tag := "{" + prefix + ":" + escapeKey(key) + "}"
-	return names{lock: tag + ":lock", fence: tag + ":fence", channel: tag + ":release", meta: tag + ":meta",
-		queue: tag + ":queue", deadlines: tag + ":deadlines", record: tag + ":record"}
+	suffixes := [...]string{":lock", ":fence", ":release", ":meta", ":queue", ":deadlines", ":record"}
+	var b strings.Builder
+	b.Grow(len(suffixes)*len(tag) + 48)
+	var ends [len(suffixes)]int
+	for i, s := range suffixes {
+		b.WriteString(tag)
+		b.WriteString(s)
+		ends[i] = b.Len()
+	}
+	all := b.String()
+	name := func(i int) string {
+		start := 0
+		if i > 0 {
+			start = ends[i-1]
+		}
+		return all[start:ends[i]]
+	}
+	return names{lock: name(0), fence: name(1), channel: name(2), meta: name(3),
+		queue: name(4), deadlines: name(5), record: name(6)}
 }
 
 // queueKeys are n for the queue-aware scripts.

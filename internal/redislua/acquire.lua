@@ -25,8 +25,13 @@
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   -- Hold metadata: "owner\ndescription", read by inspect.lua only while
   -- that owner holds the lock (so it needs no expiry of its own).
-  if KEYS[3] then redis.call('SET', KEYS[3], ARGV[1] .. '\n' .. (ARGV[3] or '')) end
-  local token = nextToken(KEYS[2], redis.call('TIME'))
+  -- It is written with the counter, in one MSET (token.lua).
+  local token
+  if KEYS[3] then
+    token = nextToken(KEYS[2], redis.call('TIME'), nil, KEYS[3], ARGV[1] .. '\n' .. (ARGV[3] or ''))
+  else
+    token = nextToken(KEYS[2], redis.call('TIME'), nil)
+  end
   if not token then
     redis.call('DEL', KEYS[1])
     return redis.error_reply('NOTALOCK the fencing counter ' .. KEYS[2] .. ' is not an integer')

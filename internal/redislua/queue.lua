@@ -57,6 +57,22 @@ local function notalock(key, what)
   return redis.error_reply('NOTALOCK the key ' .. key .. ' holds a ' .. redis.call('TYPE', key).ok .. ', not ' .. what)
 end
 local owner = ARGV[1]
+local meta = owner .. '\n' .. (ARGV[3] or '')
+-- The uncontended case first, in as few commands as it can be: with
+-- nobody queued, a free lock is this owner's at once (SET NX), its token
+-- and description written together (token.lua). Anything else (a queue,
+-- a held lock, a key that is not ours) goes the long way below.
+local head = redis.pcall('LINDEX', KEYS[4], 0)
+if not head and redis.call('SET', KEYS[1], owner, 'NX', 'PX', ARGV[2]) then
+  -- Hold metadata: "owner\ndescription", read by inspect.lua only while
+  -- that owner holds the lock (so it needs no expiry of its own).
+  local token = nextToken(KEYS[2], redis.call('TIME'), nil, KEYS[3], meta)
+  if not token then
+    redis.call('DEL', KEYS[1]) -- it was free: nothing changed
+    return redis.error_reply('NOTALOCK the fencing counter ' .. KEYS[2] .. ' is not an integer')
+  end
+  return {1, tonumber(token)}
+end
 local value = redis.pcall('GET', KEYS[1])
 if type(value) == 'table' then
   return notalock(KEYS[1], 'a lock')
@@ -75,8 +91,7 @@ if value == owner then
 end
 local now = redis.call('TIME')
 local nowms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
--- Drop dead entries from the head of the queue.
-local head = redis.pcall('LINDEX', KEYS[4], 0)
+-- Drop dead entries from the head of the queue (read above).
 if type(head) == 'table' then
   return notalock(KEYS[4], 'a lock queue')
 end
@@ -98,14 +113,11 @@ while head do
   head = redis.call('LINDEX', KEYS[4], 0)
 end
 if not value and (not head or head == owner) then
-  local token = nextToken(KEYS[2], now)
+  local token = nextToken(KEYS[2], now, nil, KEYS[3], meta)
   if not token then
     return redis.error_reply('NOTALOCK the fencing counter ' .. KEYS[2] .. ' is not an integer')
   end
   redis.call('SET', KEYS[1], owner, 'PX', ARGV[2])
-  -- Hold metadata: "owner\ndescription", read by inspect.lua only while
-  -- that owner holds the lock (so it needs no expiry of its own).
-  redis.call('SET', KEYS[3], owner .. '\n' .. (ARGV[3] or ''))
   if head then
     redis.call('LPOP', KEYS[4])
     redis.call('HDEL', KEYS[5], owner)

@@ -52,8 +52,13 @@
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   -- Hold metadata: "owner\ndescription", read by inspect.lua only while
   -- that owner holds the lock here.
-  if KEYS[3] then redis.call('SET', KEYS[3], ARGV[1] .. '\n' .. (ARGV[3] or '')) end
-  local c = nextToken(KEYS[2], redis.call('TIME'), ARGV[7])
+  -- It is written with the counter, in one MSET (token.lua).
+  local c
+  if KEYS[3] then
+    c = nextToken(KEYS[2], redis.call('TIME'), ARGV[7], KEYS[3], ARGV[1] .. '\n' .. (ARGV[3] or ''))
+  else
+    c = nextToken(KEYS[2], redis.call('TIME'), ARGV[7])
+  end
   if not c then
     redis.call('DEL', KEYS[1])
     return redis.error_reply('NOTALOCK the fencing counter ' .. KEYS[2] .. ' is not an integer')

@@ -159,12 +159,12 @@ local function grant(h, e)
     return nil
   end
   -- The token, as queue.lua makes it (token.lua), at least the floor.
-  local token = nextToken(KEYS[5], now, ARGV[6])
+  -- The description is written with the counter (token.lua).
+  local token = nextToken(KEYS[5], now, ARGV[6], KEYS[6], h .. '\n' .. meta)
   if not token then
     return nil
   end
   redis.call('SET', KEYS[1], h, 'PX', tonumber(ttl))
-  redis.call('SET', KEYS[6], h .. '\n' .. meta)
   pop()
   redis.call('HDEL', KEYS[4], h)
   -- The entry's deadline is its last refresh plus its lease.

@@ -2,12 +2,14 @@
 -- (a line "-- #include token.lua" is replaced by this file when the
 -- scripts are loaded: Lua in Redis has no include).
 --
--- nextToken(counter, now, floor) makes a lock's next token and writes it
--- back to the counter key: max(counter + 1, the server clock in
+-- nextToken(counter, now, floor, ...) makes a lock's next token and writes
+-- it back to the counter key: max(counter + 1, the server clock in
 -- microseconds since the epoch, floor), now being the reply of TIME and
--- floor a decimal string, '' or nil. It returns the token as a decimal
--- string, or nil, changing nothing, when the counter holds something other
--- than an integer.
+-- floor a decimal string, '' or nil. Further arguments are key, value
+-- pairs written with the counter (the hold's description), in the same
+-- MSET when the clock makes the token (the usual case: one write for
+-- both). It returns the token as a decimal string, or nil, changing
+-- nothing, when the counter holds something other than an integer.
 --
 -- The clock matters whenever the counter is missing or older than what
 -- was issued: a restart without persistence, a restart from an older
@@ -26,7 +28,7 @@
 -- the clock built as a string, since Lua would print a large number in
 -- exponent form; INCR then GET when the counter is ahead), so that no value
 -- goes through a Lua double.
-local function nextToken(counter, now, floor)
+local function nextToken(counter, now, floor, ...)
   local clock = now[1] .. string.format('%06d', tonumber(now[2]))
   if floor and floor ~= '' and string.match(floor, '^%d+$') and (#clock < #floor or (#clock == #floor and clock < floor)) then
     clock = floor
@@ -36,9 +38,12 @@ local function nextToken(counter, now, floor)
     return nil
   end
   if not c or #c < #clock or (#c == #clock and c < clock) then
-    redis.call('SET', counter, clock)
+    redis.call('MSET', counter, clock, ...)
     return clock
   end
   redis.call('INCR', counter)
+  if select('#', ...) > 0 then
+    redis.call('MSET', ...)
+  end
   return redis.call('GET', counter)
 end
