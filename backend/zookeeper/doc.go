@@ -34,10 +34,9 @@
 //
 // To lock, the driver creates a protected ephemeral sequential node under
 // it, "_c_<guid>-lock-<sequence>", the GUID being the hold's owner ID (a
-// fresh one whenever a node must be made again), lists the children (right
-// after its create; after a sync when it lists again, so that the listing
-// is the leader's, see below), and holds the
-// lock if its node is the first; otherwise it watches only the node just
+// fresh one whenever a node must be made again), lists the children, and
+// holds the lock if its node is the first (its lease counted from the last
+// request the leader ordered, see below); otherwise it watches only the node just
 // before its own and lists again when that one goes. Nodes are ordered by
 // creation: the sequence suffix is a signed 32-bit counter that wraps to
 // -2147483648 after 2^31 changes under one key, so the numbers are read
@@ -132,24 +131,26 @@
 //     follower answers reads and pings from its own copy of the data, and
 //     one cut off from the leader goes on doing so for up to syncLimit x
 //     tickTime while the leader expires the session, deletes its nodes and
-//     grants the lock to another client. The session heartbeat, Renew and
-//     a grant's listing therefore each send a sync first, except the
-//     listing that directly follows the create of the node (the create went
-//     through the leader with the session live, and the server answered it
-//     only once it had applied it, so the listing after it is ordered after
-//     every node before ours; Hold.Since is then when the create was
-//     sent): a follower
-//     answers it only after applying everything the leader committed
-//     before it (an expired session's closing included), and a cut-off one
-//     does not answer it at all (TestFollowerCutOffLosesBeforeNextGrant,
-//     and fault scenario 11).
-//   - Hold.Since, from which the lease runs, is when the sync before the
-//     listing that showed the node to be the lowest was sent (or the
-//     create, for the first listing), not when Lock began waiting. When
-//     that request is older than a quarter of the session timeout (a
-//     create answered late, during a leader election), the grant first
-//     confirms the session again with a sync and a read, and the lease
-//     runs from that sync: otherwise the rule below would give the hold up
+//     grants the lock to another client. The session heartbeat and Renew
+//     therefore each send a sync first: a follower answers it only after
+//     applying everything the leader committed before it (an expired
+//     session's closing included), and a cut-off one does not answer it at
+//     all (TestFollowerCutOffLosesBeforeNextGrant, and fault scenario 11).
+//     A grant's listing needs none: sequence numbers only grow, and a
+//     lagging copy shows a state the leader went through, so a listing
+//     that shows our node first, from any server, means the leader has it
+//     first too, or has deleted it, which only the end of our session does
+//     (or an operator, which the node's watch reports). The lease is
+//     counted from the last request the leader ordered, never from the
+//     listing, so it ends before the session can have: a waiter that is
+//     woken lists at once, one round trip per handoff.
+//   - Hold.Since, from which the lease runs, is the last instant the
+//     leader is known to have heard of the session: when the create of
+//     the node was sent, or a later heartbeat or confirmation, not when
+//     the listing was. When that is older than a quarter of the session
+//     timeout (a long wait, or a create answered late, during a leader
+//     election), the grant first confirms the session again with a sync
+//     and a read, and the lease runs from that sync: otherwise the rule below would give the hold up
 //     as soon as Lock returned (TestLateCreateGrantIsConfirmedAgain). A
 //     grant whose session nothing confirmed within that rule's limit, not
 //     even the heartbeats while the sync ran, fails with ErrUnavailable.
@@ -300,8 +301,11 @@
 // the server shares. The fourth request alone costs 150 to 230 µs of a
 // cycle of 1.5 to 2.2 ms (go test -run '^$' -bench TokenRead
 // ./backend/zookeeper/, which adds it to a raw create, list and delete;
-// six runs). A contended handoff pays a sync (the listing after a
-// wait), hence the lower rate. "In turn" is
+// six runs). A contended handoff is one listing after the watch event
+// (it paid a sync before it too, until the lease was counted from the
+// create: go test -run '^$' -bench 'VsZkLock/Contended' -benchtime 3s
+// -count 2 ./backend/zookeeper/ then gave dlock 0.5-0.67x zk.Lock, and
+// 0.85-1.3x after, on a loaded machine). "In turn" is
 // BenchmarkVsZkLock/Uncontended/paired, which alternates the two within
 // each iteration so that the machine's load weighs on both alike; the
 // separate Uncontended runs scatter from 1.6 to 3.9 ms for both. The
