@@ -107,7 +107,7 @@
 // session to end (pg_stat_activity), after which the statement has run or
 // never will, then releases, owner-checked; a Lock that returns an error
 // holds nothing (the conformance case CancelAtGrant, after etcd issue
-// 10111). When the server does not answer that within a second, the
+// 10111). When the server does not answer that within two seconds, the
 // release goes on in the background, tried again after 100 ms and 1 s.
 //
 // # Fencing tokens

@@ -202,8 +202,10 @@ func (d *pgDriver) undo(ctx context.Context, st *state, pid uint32) {
 }
 
 // undoTimeout bounds undo: the wait for the session of a cut-short
-// acquire to end and the release after it.
-const undoTimeout = time.Second
+// acquire to end and the release after it. On a loaded machine a second
+// did not always cover the wait and a new connection for the release, and
+// the release went on in the background, after acquire had returned.
+const undoTimeout = 2 * time.Second
 
 // sessionEnded waits until the server session pid has ended, and reports
 // whether it saw it end before ctx did. Behind a connection pooler the
