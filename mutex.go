@@ -193,7 +193,7 @@ func (m *Mutex) tryLockCall(ctx context.Context, _ *observe.Call) error {
 	if err != nil {
 		return m.errorf("trylock", err)
 	}
-	defer exit()
+	defer exit.done()
 	return m.finishCall("trylock", ctx, m.tryLock(ctx))
 }
 
@@ -231,7 +231,7 @@ func (m *Mutex) lockCall(ctx context.Context, c *observe.Call) error {
 	if err != nil {
 		return m.errorf("lock", err)
 	}
-	defer exit()
+	defer exit.done()
 	return m.finishCall("lock", ctx, m.lock(ctx, c))
 }
 
@@ -476,7 +476,7 @@ func (m *Mutex) unlock(ctx context.Context) error {
 	if err != nil {
 		return m.errorf("unlock", err)
 	}
-	defer exit()
+	defer exit.done()
 	h := m.current()
 	if h == nil {
 		return m.errorf("unlock", ErrNotHeld)
@@ -543,7 +543,7 @@ func (m *Mutex) Renew(ctx context.Context) error {
 	if err != nil {
 		return m.errorf("renew", err)
 	}
-	defer exit()
+	defer exit.done()
 	h := m.current()
 	if h == nil {
 		return m.errorf("renew", ErrNotHeld)
