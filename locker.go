@@ -65,13 +65,16 @@ type Locker struct {
 	// Both end with the cause ErrClosed.
 	life, grace       context.Context
 	endLife, endGrace context.CancelCauseFunc
-	closed            <-chan struct{} // life.Done()
-	gates             gates
-	sched             *scheduler          // the renewal watchdog of every hold
-	lossN             driver.LossNotifier // nil unless the driver calls back on loss
-	lapser            driver.Lapser       // nil unless the driver can let a hold lapse (WithMinHold)
-	ownerChecked      bool                // the driver's renewals change only their own holds (driver.OwnerCheckedRenewer)
-	wg                sync.WaitGroup      // scheduler and Lost watcher goroutines
+	// The contexts of calls made with context.Background(): life's and
+	// grace's ends with no values, made once (see closingCtx).
+	lifeBg, graceBg context.Context
+	closed          <-chan struct{} // life.Done()
+	gates           gates
+	sched           *scheduler          // the renewal watchdog of every hold
+	lossN           driver.LossNotifier // nil unless the driver calls back on loss
+	lapser          driver.Lapser       // nil unless the driver can let a hold lapse (WithMinHold)
+	ownerChecked    bool                // the driver's renewals change only their own holds (driver.OwnerCheckedRenewer)
+	wg              sync.WaitGroup      // scheduler and Lost watcher goroutines
 
 	mu       sync.Mutex
 	idle     sync.Cond // signalled when calls drops to 0 after Close began
@@ -97,6 +100,8 @@ func NewLocker(d driver.Locker, opts ...Option) (*Locker, error) {
 	l.life, l.endLife = context.WithCancelCause(context.Background())
 	l.grace, l.endGrace = context.WithCancelCause(context.Background())
 	l.closed = l.life.Done()
+	l.lifeBg = &closingCtx{Context: context.Background(), end: l.life}
+	l.graceBg = &closingCtx{Context: context.Background(), end: l.grace}
 	for _, o := range opts {
 		o(&l.defaults)
 	}
@@ -175,20 +180,23 @@ func (l *Locker) checkOpen() error {
 // Everything that can panic (a nil ctx) runs before the call is counted, so
 // that a recovered panic never leaves Close waiting for a call that is gone.
 func (l *Locker) enter(ctx context.Context, release bool) (context.Context, callExit, error) {
-	end := l.life
+	end, bg := l.life, l.lifeBg
 	if release {
-		end = l.grace
+		end, bg = l.grace, l.graceBg
 	}
 	var (
 		cctx   context.Context
 		stop   func() bool
 		cancel context.CancelCauseFunc
 	)
-	if ctx.Done() == nil {
+	switch {
+	case ctx == context.Background():
+		cctx = bg // the same, made once
+	case ctx.Done() == nil:
 		// ctx never ends: the call ends with the Locker alone, and needs
 		// no context of its own to cancel nor a callback on end.
 		cctx = &closingCtx{Context: ctx, end: end}
-	} else {
+	default:
 		cctx, cancel = context.WithCancelCause(ctx)
 		stop = context.AfterFunc(end, func() { cancel(ErrClosed) })
 	}
