@@ -109,7 +109,7 @@ func (m *Mutex) Lease() Lease {
 func (m *Mutex) Done() <-chan struct{} {
 	if h := m.current(); h != nil {
 		h.ended() // a window that ran out is a loss, timer or not
-		return h.done
+		return h.doneChan()
 	}
 	return closedChan
 }
