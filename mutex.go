@@ -431,7 +431,7 @@ func (m *Mutex) held(ctx context.Context, gt *gate, dh driver.Hold, sent time.Ti
 	}
 	h := newHold(m, gt, dh, sent)
 	var err error
-	if !time.Now().Before(h.lossAt()) {
+	if !h.acquired.Before(h.lossAt()) { // acquired is now
 		err = fmt.Errorf("%w: the lock was granted after its validity window had ended (lease last extended %v ago, TTL %v)",
 			ErrUnavailable, time.Since(sent).Round(time.Millisecond), h.lease.TTL)
 	} else {
