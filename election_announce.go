@@ -72,7 +72,7 @@ func (e *Election) publish(ctx context.Context, term Token, value string, ttl ti
 	if err != nil {
 		return err
 	}
-	defer exit()
+	defer exit.done()
 	fail := func(err error) error {
 		if closedDuring(ctx) {
 			return ErrClosed
@@ -120,7 +120,7 @@ func (e *Election) retire(h driver.Hold, ttl time.Duration) {
 		if err != nil {
 			return
 		}
-		defer exit()
+		defer exit.done()
 		ctx, cancel := context.WithTimeout(ctx, closeReleaseTimeout)
 		defer cancel()
 		_ = e.l.drv.Release(ctx, h)

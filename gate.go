@@ -14,6 +14,9 @@ import (
 type gates struct {
 	mu sync.Mutex
 	m  map[string]*gate
+	// spare is a gate no key uses any more, kept for the next key taken:
+	// a key locked and unlocked over and over costs no allocation.
+	spare *gate
 }
 
 // gate is one key's. A key held with nobody else waiting, which is every
@@ -34,7 +37,11 @@ func (g *gates) take(key string) (gt *gate, ok bool) {
 	defer g.mu.Unlock()
 	gt = g.m[key]
 	if gt == nil {
-		gt = &gate{}
+		if gt = g.spare; gt != nil {
+			g.spare = nil
+		} else {
+			gt = &gate{}
+		}
 		g.m[key] = gt
 	}
 	gt.refs++
@@ -49,13 +56,25 @@ func (g *gates) take(key string) (gt *gate, ok bool) {
 	return gt, false
 }
 
+// drop unrefs key's gate, g.mu held; the last ref removes it, and keeps it
+// as the spare if it is as new (never contended). No caller uses a gate
+// after its last ref is dropped.
+func (g *gates) drop(key string, gt *gate) {
+	gt.refs--
+	if gt.refs > 0 {
+		return
+	}
+	delete(g.m, key)
+	if gt.ch == nil && g.spare == nil {
+		gt.taken = false
+		g.spare = gt
+	}
+}
+
 func (g *gates) unref(key string, gt *gate) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	gt.refs--
-	if gt.refs == 0 {
-		delete(g.m, key)
-	}
+	g.drop(key, gt)
 }
 
 // enter takes key's gate, waiting until it is free, ctx ends or closed is
@@ -100,8 +119,5 @@ func (g *gates) leave(key string, gt *gate) {
 	} else {
 		gt.taken = false
 	}
-	gt.refs--
-	if gt.refs == 0 {
-		delete(g.m, key)
-	}
+	g.drop(key, gt)
 }

@@ -25,9 +25,8 @@ type hold struct {
 	gt *gate
 	dh driver.Hold
 
-	acquired time.Time     // when the grant came back, for HoldEnd and the minimum and maximum hold
-	maxAt    time.Time     // acquired + the maximum hold (WithMaxHold); zero for none
-	done     chan struct{} // closed when the hold ends, by Unlock or by loss
+	acquired time.Time // when the grant came back, for HoldEnd and the minimum and maximum hold
+	maxAt    time.Time // acquired + the maximum hold (WithMaxHold); zero for none
 	// stopLoss stops listening for the driver's loss signal: undoes
 	// driver.LossNotifier.OnLost, or ends the Lost watcher goroutine; nil
 	// when the driver reports no loss.
@@ -56,6 +55,12 @@ type hold struct {
 	endErr   error     // why the hold ended: lostErr, ErrUnlocked or ErrClosed
 	renewErr error     // the last renewal's failure, nil after a success
 	fl       *flight   // the watchdog's renewal in flight; nil when none
+	// done is closed when the hold ends, by Unlock or by loss; made only
+	// when asked for (doneChan), as a hold that nobody waits on (an
+	// uncontended Lock and Unlock) needs none. doneClosed: the hold's end
+	// has been signalled, and a done asked for from then on is closedChan.
+	done       chan struct{}
+	doneClosed bool
 }
 
 // flight is a renewal by the watchdog, from decide to flightDone. It lives
@@ -95,7 +100,7 @@ func (fl *flight) stop() {
 }
 
 func newHold(m *Mutex, gt *gate, dh driver.Hold, sent time.Time) *hold {
-	h := &hold{m: m, gt: gt, dh: dh, acquired: time.Now(), done: make(chan struct{}), hi: -1,
+	h := &hold{m: m, gt: gt, dh: dh, acquired: time.Now(), hi: -1,
 		sched: m.l.sched, obs: m.obs, autoRenew: m.opts.autoRenew}
 	if m.opts.maxHold > 0 {
 		h.maxAt = h.acquired.Add(m.opts.maxHold)
@@ -144,7 +149,7 @@ func (h *hold) leaseNow() Lease {
 // ended the hold may still be telling the observers, and a caller told of
 // the end must not find Done open.
 func (h *hold) settled() error {
-	<-h.done
+	<-h.doneChan()
 	return h.endCause()
 }
 
@@ -240,8 +245,26 @@ func (h *hold) end(lostErr, why error) (already bool) {
 			Held: time.Since(h.acquired), Lost: lostErr != nil, Cause: cause,
 		})
 	}
-	close(h.done)
+	h.mu.Lock()
+	h.doneClosed = true
+	if h.done != nil {
+		close(h.done)
+	}
+	h.mu.Unlock()
 	return false
+}
+
+// doneChan returns the channel closed when the hold ends.
+func (h *hold) doneChan() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done == nil {
+		if h.doneClosed {
+			return closedChan
+		}
+		h.done = make(chan struct{})
+	}
+	return h.done
 }
 
 // lose ends the hold as lost and lets local waiters at the backend.
@@ -261,7 +284,7 @@ func (h *hold) lose(err error) {
 // before.
 func (h *hold) finish(why error) (wasLost bool) {
 	h.end(nil, why)
-	<-h.done // ended by another call, which may still be telling the observers
+	<-h.doneChan() // ended by another call, which may still be telling the observers
 	h.mu.Lock()
 	fl := h.fl
 	var flying chan struct{}

@@ -27,6 +27,11 @@ const releaseGrace = 5 * time.Second
 // with. The release has releaseGrace more once ctx has ended. cancel must
 // be called when the release returns.
 func releaseContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Done() == nil {
+		// ctx never ends (context.Background, WithoutCancel): it is its own
+		// release context, and there is nothing to undo.
+		return ctx, noCancel
+	}
 	if ctx.Err() != nil {
 		return context.WithTimeout(context.WithoutCancel(ctx), releaseGrace)
 	}
@@ -34,6 +39,9 @@ func releaseContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	stop := context.AfterFunc(ctx, func() { time.AfterFunc(releaseGrace, cancel) })
 	return rctx, func() { stop(); cancel() }
 }
+
+// noCancel is the cancel of a context that needs none.
+func noCancel() {}
 
 // Locker is one connected backend. Make one per process (it holds the
 // connections) and any number of Mutexes from it.
@@ -54,15 +62,19 @@ type Locker struct {
 	// life ends when Close begins: it cancels the acquires and renewals
 	// in flight. grace ends closeReleaseTimeout later (or when Close
 	// returns): it bounds the Unlocks in flight, which Close waits for.
+	// Both end with the cause ErrClosed.
 	life, grace       context.Context
-	endLife, endGrace context.CancelFunc
-	closed            <-chan struct{} // life.Done()
-	gates             gates
-	sched             *scheduler          // the renewal watchdog of every hold
-	lossN             driver.LossNotifier // nil unless the driver calls back on loss
-	lapser            driver.Lapser       // nil unless the driver can let a hold lapse (WithMinHold)
-	ownerChecked      bool                // the driver's renewals change only their own holds (driver.OwnerCheckedRenewer)
-	wg                sync.WaitGroup      // scheduler and Lost watcher goroutines
+	endLife, endGrace context.CancelCauseFunc
+	// The contexts of calls made with context.Background(): life's and
+	// grace's ends with no values, made once (see closingCtx).
+	lifeBg, graceBg context.Context
+	closed          <-chan struct{} // life.Done()
+	gates           gates
+	sched           *scheduler          // the renewal watchdog of every hold
+	lossN           driver.LossNotifier // nil unless the driver calls back on loss
+	lapser          driver.Lapser       // nil unless the driver can let a hold lapse (WithMinHold)
+	ownerChecked    bool                // the driver's renewals change only their own holds (driver.OwnerCheckedRenewer)
+	wg              sync.WaitGroup      // scheduler and Lost watcher goroutines
 
 	mu       sync.Mutex
 	idle     sync.Cond // signalled when calls drops to 0 after Close began
@@ -85,9 +97,11 @@ func NewLocker(d driver.Locker, opts ...Option) (*Locker, error) {
 		holds:    map[*hold]struct{}{},
 	}
 	l.idle.L = &l.mu
-	l.life, l.endLife = context.WithCancel(context.Background())
-	l.grace, l.endGrace = context.WithCancel(context.Background())
+	l.life, l.endLife = context.WithCancelCause(context.Background())
+	l.grace, l.endGrace = context.WithCancelCause(context.Background())
 	l.closed = l.life.Done()
+	l.lifeBg = &closingCtx{Context: context.Background(), end: l.life}
+	l.graceBg = &closingCtx{Context: context.Background(), end: l.grace}
 	for _, o := range opts {
 		o(&l.defaults)
 	}
@@ -161,36 +175,92 @@ func (l *Locker) checkOpen() error {
 // enter registers a Mutex call in flight. It fails with ErrClosed once
 // Close has begun. The context it returns is ctx, also cancelled (cause
 // ErrClosed) when Close begins, or for an Unlock (release) when Close's
-// grace for releases ends; exit must be called when the call returns.
+// grace for releases ends; exit.done must be called when the call returns.
 //
 // Everything that can panic (a nil ctx) runs before the call is counted, so
 // that a recovered panic never leaves Close waiting for a call that is gone.
-func (l *Locker) enter(ctx context.Context, release bool) (context.Context, func(), error) {
-	end := l.life
+func (l *Locker) enter(ctx context.Context, release bool) (context.Context, callExit, error) {
+	end, bg := l.life, l.lifeBg
 	if release {
-		end = l.grace
+		end, bg = l.grace, l.graceBg
 	}
-	cctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(end, func() { cancel(ErrClosed) })
+	var (
+		cctx   context.Context
+		stop   func() bool
+		cancel context.CancelCauseFunc
+	)
+	switch {
+	case ctx == context.Background():
+		cctx = bg // the same, made once
+	case ctx.Done() == nil:
+		// ctx never ends: the call ends with the Locker alone, and needs
+		// no context of its own to cancel nor a callback on end.
+		cctx = &closingCtx{Context: ctx, end: end}
+	default:
+		cctx, cancel = context.WithCancelCause(ctx)
+		stop = context.AfterFunc(end, func() { cancel(ErrClosed) })
+	}
+	x := callExit{l: l, stop: stop, cancel: cancel}
 	l.mu.Lock()
 	if l.isClosed {
 		l.mu.Unlock()
-		stop()
-		cancel(nil)
-		return nil, nil, ErrClosed
+		x.release()
+		return nil, callExit{}, ErrClosed
 	}
 	l.calls++
 	l.mu.Unlock()
-	return cctx, func() {
-		stop()
-		cancel(nil)
-		l.mu.Lock()
-		l.calls--
-		if l.calls == 0 && l.isClosed {
-			l.idle.Broadcast()
-		}
-		l.mu.Unlock()
-	}, nil
+	return cctx, x, nil
+}
+
+// callExit ends a call that enter registered.
+type callExit struct {
+	l      *Locker
+	stop   func() bool             // nil for a closingCtx
+	cancel context.CancelCauseFunc // nil for a closingCtx
+}
+
+// release undoes what enter derived from the caller's context.
+func (x callExit) release() {
+	if x.stop != nil {
+		x.stop()
+		x.cancel(nil)
+	}
+}
+
+// done deregisters the call: Close waits for none left.
+func (x callExit) done() {
+	x.release()
+	l := x.l
+	l.mu.Lock()
+	l.calls--
+	if l.calls == 0 && l.isClosed {
+		l.idle.Broadcast()
+	}
+	l.mu.Unlock()
+}
+
+// closingCtx is the context of a call whose caller's context never ends
+// (its Done is nil): the caller's values, and the end of the Locker's life
+// or grace (end). That is what context.WithCancelCause with a
+// context.AfterFunc on end would give, without either.
+type closingCtx struct {
+	context.Context // the caller's
+	end             context.Context
+}
+
+func (c *closingCtx) Done() <-chan struct{} { return c.end.Done() }
+func (c *closingCtx) Err() error            { return c.end.Err() }
+
+// Value looks in end first: it has no values, its parent being
+// context.Background, but it answers the context package's own lookup of
+// the nearest cancellable context, so that context.Cause finds end's cause
+// (ErrClosed) and a context derived from this one is cancelled by end
+// directly, without a goroutine or a callback.
+func (c *closingCtx) Value(key any) any {
+	if v := c.end.Value(key); v != nil {
+		return v
+	}
+	return c.Context.Value(key)
 }
 
 // closedDuring reports whether a call whose context is cctx failed because
@@ -257,8 +327,8 @@ func (l *Locker) Close() error {
 		return nil
 	}
 	l.isClosed = true
-	l.endLife()
-	graceTimer := time.AfterFunc(closeReleaseTimeout, l.endGrace)
+	l.endLife(ErrClosed)
+	graceTimer := time.AfterFunc(closeReleaseTimeout, func() { l.endGrace(ErrClosed) })
 	for l.calls > 0 {
 		l.idle.Wait()
 	}
@@ -268,7 +338,7 @@ func (l *Locker) Close() error {
 	}
 	l.mu.Unlock()
 	graceTimer.Stop()
-	l.endGrace()
+	l.endGrace(ErrClosed)
 
 	ctx, cancel := context.WithTimeout(context.Background(), closeReleaseTimeout)
 	defer cancel()

@@ -307,7 +307,7 @@ type keyHold struct {
 
 func keyHoldOf(m *Mutex) keyHold {
 	if h := m.current(); h != nil {
-		return keyHold{m: m, done: h.done, cause: h.endCause, expires: func() time.Time { return h.leaseNow().Expires }}
+		return keyHold{m: m, done: h.doneChan(), cause: h.endCause, expires: func() time.Time { return h.leaseNow().Expires }}
 	}
 	return keyHold{m: m, done: m.Done(), cause: m.Err, expires: endedExpires(m)}
 }

@@ -109,7 +109,7 @@ func (m *Mutex) Lease() Lease {
 func (m *Mutex) Done() <-chan struct{} {
 	if h := m.current(); h != nil {
 		h.ended() // a window that ran out is a loss, timer or not
-		return h.done
+		return h.doneChan()
 	}
 	return closedChan
 }
@@ -193,7 +193,7 @@ func (m *Mutex) tryLockCall(ctx context.Context, _ *observe.Call) error {
 	if err != nil {
 		return m.errorf("trylock", err)
 	}
-	defer exit()
+	defer exit.done()
 	return m.finishCall("trylock", ctx, m.tryLock(ctx))
 }
 
@@ -231,7 +231,7 @@ func (m *Mutex) lockCall(ctx context.Context, c *observe.Call) error {
 	if err != nil {
 		return m.errorf("lock", err)
 	}
-	defer exit()
+	defer exit.done()
 	return m.finishCall("lock", ctx, m.lock(ctx, c))
 }
 
@@ -431,7 +431,7 @@ func (m *Mutex) held(ctx context.Context, gt *gate, dh driver.Hold, sent time.Ti
 	}
 	h := newHold(m, gt, dh, sent)
 	var err error
-	if !time.Now().Before(h.lossAt()) {
+	if !h.acquired.Before(h.lossAt()) { // acquired is now
 		err = fmt.Errorf("%w: the lock was granted after its validity window had ended (lease last extended %v ago, TTL %v)",
 			ErrUnavailable, time.Since(sent).Round(time.Millisecond), h.lease.TTL)
 	} else {
@@ -476,7 +476,7 @@ func (m *Mutex) unlock(ctx context.Context) error {
 	if err != nil {
 		return m.errorf("unlock", err)
 	}
-	defer exit()
+	defer exit.done()
 	h := m.current()
 	if h == nil {
 		return m.errorf("unlock", ErrNotHeld)
@@ -543,7 +543,7 @@ func (m *Mutex) Renew(ctx context.Context) error {
 	if err != nil {
 		return m.errorf("renew", err)
 	}
-	defer exit()
+	defer exit.done()
 	h := m.current()
 	if h == nil {
 		return m.errorf("renew", ErrNotHeld)

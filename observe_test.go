@@ -180,8 +180,19 @@ func BenchmarkLockUnlockMemNoopObserver(b *testing.B) {
 	benchLockUnlock(b, dlock.WithObserver(noop{}))
 }
 
+// A caller's context that can end (a request's) costs the call a context
+// of its own, cancelled by Close; one that never ends costs none.
+func BenchmarkLockUnlockMemCancelableCtx(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	benchLockUnlockCtx(ctx, b)
+}
+
 func benchLockUnlock(b *testing.B, opts ...dlock.Option) {
-	ctx := context.Background()
+	benchLockUnlockCtx(context.Background(), b, opts...)
+}
+
+func benchLockUnlockCtx(ctx context.Context, b *testing.B, opts ...dlock.Option) {
 	l, err := memory.New(memory.NewStore(), opts...)
 	if err != nil {
 		b.Fatal(err)

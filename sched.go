@@ -58,16 +58,21 @@ type scheduler struct {
 	batch driver.BatchRenewer // nil unless the driver renews in batches
 	epoch time.Time           // origin of the renewal grid (align)
 
-	mu         sync.Mutex
-	heap       holdHeap
-	timer      *time.Timer // when the loop looks next; set under mu
-	running    bool        // the loop goroutine runs
-	emptySince time.Time   // when the heap last became empty
-	closing    bool        // Close: the loop leaves as soon as the heap is empty
-	jobs       []func()    // driver calls for the pool
-	workers    int         // pool goroutines running
-	lost       []*hold     // holds for the loss lane
-	lossers    int         // loss lane goroutines running
+	mu    sync.Mutex
+	heap  holdHeap
+	timer *time.Timer // when the loop looks next; set under mu
+	// armed says the timer is set to fire at timerAt (since), or has fired
+	// and the loop has yet to look; a hold due no earlier needs no Reset.
+	// The loop clears it whenever it looks, so it is never wrongly true.
+	armed      bool
+	timerAt    int64
+	running    bool      // the loop goroutine runs
+	emptySince time.Time // when the heap last became empty
+	closing    bool      // Close: the loop leaves as soon as the heap is empty
+	jobs       []func()  // driver calls for the pool
+	workers    int       // pool goroutines running
+	lost       []*hold   // holds for the loss lane
+	lossers    int       // loss lane goroutines running
 }
 
 func newScheduler(l *Locker) *scheduler {
@@ -118,7 +123,9 @@ func (s *scheduler) schedule(h *hold, at time.Time) {
 		s.heap.fix(int(h.hi), s.since(at))
 	}
 	if h.hi == 0 {
-		s.timer.Reset(time.Until(at))
+		if atNs := s.since(at); !s.armed || s.timerAt > atNs {
+			s.arm(time.Until(at), atNs)
+		}
 	}
 	if !s.running {
 		s.running = true
@@ -134,12 +141,22 @@ func (s *scheduler) remove(h *hold) {
 	if h.hi >= 0 {
 		s.heap.remove(int(h.hi))
 		if len(s.heap) == 0 && s.running {
-			// The loop leaves after schedLinger unless a hold comes.
-			s.emptySince = time.Now()
-			s.timer.Reset(s.linger())
+			// The loop leaves after schedLinger unless a hold comes; a
+			// timer that fires before then wakes it in time to wait on.
+			now := time.Now()
+			s.emptySince = now
+			if at := s.since(now) + int64(s.linger()); !s.armed || s.timerAt > at {
+				s.arm(s.linger(), at)
+			}
 		}
 	}
 	s.mu.Unlock()
+}
+
+// arm sets the timer to fire after d, at timerAt; s.mu held.
+func (s *scheduler) arm(d time.Duration, at int64) {
+	s.timer.Reset(d)
+	s.armed, s.timerAt = true, at
 }
 
 // linger is how long the loop waits with an empty heap before it leaves.
@@ -157,7 +174,7 @@ func (s *scheduler) close() {
 	s.mu.Lock()
 	s.closing = true
 	if s.running {
-		s.timer.Reset(0)
+		s.arm(0, 0)
 	}
 	s.mu.Unlock()
 }
@@ -169,13 +186,14 @@ func (s *scheduler) loop() {
 	var due []*hold
 	for {
 		s.mu.Lock()
+		s.armed = false // the loop looks now, and arms it again if need be
 		now := time.Now()
 		if len(s.heap) == 0 {
 			if s.emptySince.IsZero() {
 				s.emptySince = now
 			}
 			if wait := s.linger() - now.Sub(s.emptySince); wait > 0 {
-				s.timer.Reset(wait)
+				s.arm(wait, s.since(now)+int64(wait))
 				s.mu.Unlock()
 				<-s.timer.C
 				continue
@@ -191,7 +209,7 @@ func (s *scheduler) loop() {
 			due = append(due, s.heap.pop())
 		}
 		if len(s.heap) > 0 {
-			s.timer.Reset(time.Duration(s.heap[0].at - s.since(now)))
+			s.arm(time.Duration(s.heap[0].at-s.since(now)), s.heap[0].at)
 		} else if len(due) == 0 {
 			s.timer.Stop()
 		}
