@@ -14,9 +14,9 @@
 // and a whole lease from the hand-off. Only that waiter wakes, and it
 // wakes holding the key. Nobody takes a key that has a line: not a Lock
 // arriving as it is released, nor a TryLock, nor the holder that just
-// released it and locks again (TestQueueOrder). So no waiter starves:
+// released it and locks again (the conformance case LineOrder). So no waiter starves:
 // with n Locks waiting, a Lock gets the key after at most n holds
-// (TestNoStarvation). This trades the throughput a barging lock wins when
+// (LineFairness). This trades the throughput a barging lock wins when
 // the releaser takes the key straight back for a wait bounded by the line
 // ahead. A Lock whose context ends, or whose Locker closes, leaves the
 // line before it returns; a hand-off that comes at that moment wins, and
