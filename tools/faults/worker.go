@@ -125,6 +125,7 @@ func MaybeWorker() {
 	cfg := WorkerConfig{ID: id, URL: os.Getenv(envURL), Key: os.Getenv(envKey), TTL: ttl,
 		Resource: os.Getenv(envResource), Hold: hold, SelfStop: os.Getenv(envSelfStop) == "1", Permits: permits,
 		Elect: os.Getenv(envElect) == "1", Readers: readers, Reader: os.Getenv(envReader) == "1", Holds: holds, Taker: os.Getenv(envTaker) == "1", Spread: spread}
+	go exitWhenOrphaned(os.Getppid())
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := runWorker(ctx, cfg); err != nil {
@@ -132,6 +133,18 @@ func MaybeWorker() {
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// exitWhenOrphaned ends the worker once the test process that started it
+// is gone without stopping it (killed, or dead of a closed output pipe):
+// an orphaned worker went on contending for its key, and loading the
+// machine for every later run, until someone killed it by hand.
+func exitWhenOrphaned(parent int) {
+	for range time.Tick(200 * time.Millisecond) {
+		if os.Getppid() != parent {
+			os.Exit(3)
+		}
+	}
 }
 
 type workerClient struct {
