@@ -12,7 +12,7 @@ import (
 
 var _ driver.TokenCeiling = (*fileDriver)(nil)
 
-// TokenCeiling reads every state file of the directory, without its flock,
+// TokenCeiling reads every state file of the directory (no other file), without its flock,
 // and returns the highest token found, or the clock in microseconds if it
 // is higher: a key's token is max(its last token + 1, the clock), so a
 // token issued before the call is at most that. A grant racing with the
@@ -31,7 +31,11 @@ func (d *fileDriver) TokenCeiling(ctx context.Context) (uint64, error) {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+		if !isStateName(e.Name()) || !e.Type().IsRegular() {
+			// Only state files: a doorbell of the line is a named pipe,
+			// whose open for reading waits for a writer (the scan hung
+			// for as long as a waiter waited), and queue and record
+			// files hold no token.
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(d.dir, e.Name()))
@@ -48,4 +52,9 @@ func (d *fileDriver) TokenCeiling(ctx context.Context) (uint64, error) {
 		ceiling = max(ceiling, s.token)
 	}
 	return ceiling, nil
+}
+
+// isStateName reports whether name can be a key's state file (fileName).
+func isStateName(name string) bool {
+	return (strings.HasPrefix(name, "k-") || strings.HasPrefix(name, "h-")) && strings.HasSuffix(name, ".lock")
 }
