@@ -69,10 +69,11 @@ func holdsShort(r *Result, cores string) string {
 	return w
 }
 
-// redlockHolds checks goal 4: Redlock keeps 100,000 holds at a 3 s TTL
-// without losing one.
+// redlockHolds checks goal 4: Redlock takes and keeps 100,000 holds at a
+// 3 s TTL without losing one (a run that stopped acquiring short of them
+// lost none of the fewer it kept, and does not meet it).
 func redlockHolds(gs *goals, run goalRun) {
-	what := fmt.Sprintf("4 Redlock, %d holds at a %s TTL: none lost", goalHolds, goalShortTTL)
+	what := fmt.Sprintf("4 Redlock, %d holds at a %s TTL: all held, none lost", goalHolds, goalShortTTL)
 	r := find(run.rs, ScenManyHolds, sysRedlock, 0, goalShortTTL)
 	switch {
 	case r == nil || r.Held == 0:
@@ -80,7 +81,8 @@ func redlockHolds(gs *goals, run goalRun) {
 	case r.Holds < goalHolds:
 		gs.add(what, fmt.Sprintf("n/a: %d holds run", r.Holds), false, false, "")
 	default:
-		gs.add(what, fmt.Sprintf("%d lost of %d held", r.Lost, r.Held), r.Lost == 0, true, holdsShort(r, run.cores))
+		gs.add(what, fmt.Sprintf("%d lost of %d held (of %d)", r.Lost, r.Held, r.Holds), r.Lost == 0 && r.Held == r.Holds, true,
+			holdsShort(r, run.cores))
 	}
 }
 

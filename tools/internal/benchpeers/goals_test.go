@@ -225,6 +225,9 @@ func TestRedlockHoldsGoal(t *testing.T) {
 	}
 	const row = "4 Redlock, 100000 holds at a 3s TTL"
 	wantGoal(t, goalsOf(rs(100000, 0)), row, "met", []string{"0 lost of 100000 held"})
+	short := rs(100000, 0)
+	short[0].Held = 94749 // acquiring stopped short: none of those kept was lost
+	wantGoal(t, goalsOf(short), row, "**not met**", []string{"0 lost of 94749 held (of 100000)"}, "the renewals of the 94749 holds already taken went first")
 	wantGoal(t, goalsOf(rs(100000, 1)), row, "**not met**", []string{"1 lost"},
 		"need 100000 renewals a second", "each a check-and-extend on each of 5 servers", "1 holds ran out of lease")
 	wantGoal(t, goalsOf(rs(1000, 0)), row, "n/a", []string{"1000 holds run"})
