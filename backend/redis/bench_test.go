@@ -52,6 +52,22 @@ func BenchmarkLockUnlock(b *testing.B) {
 					dl(b)
 				}
 			})
+			// A caller's context that can end (a timeout per call, as a
+			// server's handlers have) costs the portable layer a context
+			// of its own per call; -benchmem shows what.
+			b.Run("dlock-timeout", func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					tctx, cancel := context.WithTimeout(ctx, time.Minute)
+					if err := m.Lock(tctx); err != nil {
+						b.Fatal(err)
+					}
+					if err := m.Unlock(tctx); err != nil {
+						b.Fatal(err)
+					}
+					cancel()
+				}
+			})
 			b.Run("bare", func(b *testing.B) {
 				b.ReportAllocs()
 				for i := 0; i < b.N; i++ {

@@ -253,7 +253,7 @@ func (d *redisDriver) notHeld(ctx context.Context, st *state) error {
 	var node *goredis.Client
 	switch c := d.client.(type) {
 	case *goredis.ClusterClient:
-		n, err := c.MasterForKey(ctx, st.names.lock)
+		n, err := c.MasterForKey(ctx, st.calls.Lock())
 		if err != nil {
 			return base
 		}
@@ -275,5 +275,5 @@ func (d *redisDriver) notHeld(ctx context.Context, st *state) error {
 		policy = "unknown"
 	}
 	return fmt.Errorf("redis: lock key %s is gone or another owner's, on a server whose maxmemory-policy is %s (evicted_keys %s): eviction is the likely cause: %w (%w)",
-		st.names.lock, policy, fields["evicted_keys"], driver.ErrNotHeld, ErrEvictionPolicy)
+		st.calls.Lock(), policy, fields["evicted_keys"], driver.ErrNotHeld, ErrEvictionPolicy)
 }

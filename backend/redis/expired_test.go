@@ -102,7 +102,7 @@ func TestAttemptFindingItsGrant(t *testing.T) {
 		// The waiter's inbox is subscribed, as a waiting Lock's is (a
 		// release grants only to a waiter that can hear it), but nothing
 		// reads the grant.
-		w, err := d2.subs.watch(ctx, redislua.InboxChannel(st.names.channel, d2.inbox), st.owner, false)
+		w, err := d2.subs.watch(ctx, redislua.InboxChannel(st.calls.Channel(), d2.inbox), st.calls.Owner(), false)
 		if err != nil {
 			t.Fatalf("watch: %v", err)
 		}
@@ -116,7 +116,7 @@ func TestAttemptFindingItsGrant(t *testing.T) {
 			t.Fatalf("Release: %v", err)
 		}
 		granted := time.Now()
-		if v := adminClient(t, raw).Get(ctx, LockKey(testPrefix, key)).Val(); v != st.owner {
+		if v := adminClient(t, raw).Get(ctx, LockKey(testPrefix, key)).Val(); v != st.calls.Owner() {
 			t.Fatalf("lock is %q after the release; want it granted to the waiter", v)
 		}
 		h, err := d2.attempt(ctx, st, "", true)

@@ -31,8 +31,8 @@ func (d *redisDriver) ReleaseAfter(ctx context.Context, h driver.Hold, after tim
 	if err != nil {
 		return err
 	}
-	keys, args := redislua.RenewArgs(st.names.lock, st.owner, redislua.Millis(after))
-	v, acks, err := d.run(ctx, redislua.Renew, keys, args)
+	keys, args := redislua.RenewArgs(st.calls.Lock(), st.calls.Owner(), redislua.Millis(after))
+	v, acks, err := d.run(ctx, redislua.ScriptCall(redislua.Renew, keys, args))
 	if err != nil {
 		return d.mapErr(err)
 	}

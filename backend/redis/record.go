@@ -24,7 +24,7 @@ func (d *redisDriver) Record(ctx context.Context, key, value string) (string, er
 		return "", fmt.Errorf("redis: %w", err)
 	}
 	keys, args := redislua.RecordArgs(keyNames(d.cfg.Prefix, key).record, value)
-	v, acks, err := d.run(ctx, redislua.Record, keys, args)
+	v, acks, err := d.run(ctx, redislua.ScriptCall(redislua.Record, keys, args))
 	if err != nil {
 		return "", d.mapErr(err)
 	}
@@ -50,7 +50,7 @@ func (d *redisDriver) ClearRecord(ctx context.Context, key, value string) (bool,
 		return false, fmt.Errorf("redis: %w", err)
 	}
 	keys, args := redislua.RecordArgs(keyNames(d.cfg.Prefix, key).record, value)
-	v, acks, err := d.run(ctx, redislua.ClearRecord, keys, args)
+	v, acks, err := d.run(ctx, redislua.ScriptCall(redislua.ClearRecord, keys, args))
 	if err != nil {
 		return false, d.mapErr(err)
 	}

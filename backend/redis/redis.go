@@ -133,6 +133,7 @@ type redisDriver struct {
 	// ({...}:release:inbox), on which its queued waiter is woken: a
 	// release wakes one process, not every one subscribed to the key.
 	inbox string
+	site  *redislua.QueueSite // publish, inbox and releaseMessage, boxed once for the queue's calls
 	// heard says a release can tell whether a queued waiter hears of it:
 	// the waiters subscribe on the server that runs the release (see
 	// canTell), so it grants to, or wakes, only a waiter that does.
@@ -198,6 +199,7 @@ func newDriver(ctx context.Context, client goredis.UniversalClient, cfg Config, 
 	} else {
 		cluster = nil // classic pub/sub: one connection hears every node
 	}
+	d.site = redislua.NewQueueSite(d.publish, d.inbox, releaseMessage)
 	d.subs = newSubscriptions(client, cluster)
 	d.heard = canTell(client, sharded)
 	d.bg, d.bgCancel = context.WithCancel(context.Background())
@@ -232,9 +234,11 @@ func newInbox() string {
 
 // state is what a Hold carries between TryAcquire, Renew and Release.
 type state struct {
-	names names
-	owner string
 	ttlMs int64
+	// calls is what the queue and release calls of this hold repeat,
+	// boxed once: the key names (calls.Lock, calls.Channel) and the owner
+	// (calls.Owner) are kept there only.
+	calls redislua.QueueHold
 	// tried counts the attempts made for owner; the last one's ID (tried in
 	// base 36) is in the queue entry it refreshed, and in a grant that
 	// counts from that refresh. One goroutine attempts at a time.
@@ -266,7 +270,9 @@ func (d *redisDriver) TryAcquire(ctx context.Context, req driver.Request) (drive
 }
 
 func (d *redisDriver) newState(req driver.Request) *state {
-	return &state{names: keyNames(d.cfg.Prefix, req.Key), owner: req.Owner, ttlMs: redislua.Millis(req.TTL)}
+	st := &state{ttlMs: redislua.Millis(req.TTL)}
+	st.calls.Set(d.site, keyNames(d.cfg.Prefix, req.Key).queueKeys(), req.Owner, st.ttlMs)
+	return st
 }
 
 // Acquire waits in the key's queue on the server (queue.lua): each attempt
@@ -302,10 +308,10 @@ func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.H
 	// A channel still subscribed (a key contended a moment ago) is joined
 	// before the first attempt: no release after it can be missed, and no
 	// SUBSCRIBE is needed.
-	channel := redislua.InboxChannel(st.names.channel, d.inbox)
-	w := d.subs.joinLive(ctx, channel, st.owner)
+	channel := redislua.InboxChannel(st.calls.Channel(), d.inbox)
+	w := d.subs.joinLive(ctx, channel, st.calls.Owner())
 	var (
-		queued bool // an attempt queued st.owner
+		queued bool // an attempt queued st.calls.Owner()
 		timer  *time.Timer
 	)
 	defer func() {
@@ -350,7 +356,7 @@ func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.H
 		queued = queued || join
 		since, sinceTry = sent, strconv.FormatUint(st.tried, 36)
 		if w == nil {
-			if w, err = d.subs.watch(ctx, channel, st.owner, true); err != nil {
+			if w, err = d.subs.watch(ctx, channel, st.calls.Owner(), true); err != nil {
 				w = nil
 				if !errors.Is(err, driver.ErrClosed) {
 					err = d.mapErr(err)
@@ -441,9 +447,9 @@ func (d *redisDriver) leave(ctx context.Context, st *state) {
 // attempt runs queue.lua once for st: join says whether an owner that is
 // not granted the lock joins (or stays in) the queue.
 func (d *redisDriver) attempt(ctx context.Context, st *state, meta string, join bool) (driver.Hold, error) {
-	keys, args := redislua.QueueArgs(st.names.queueKeys(), st.owner, st.ttlMs, meta, join, d.publish, d.inbox, st.nextAttempt())
+	call := redislua.QueueCall(&st.calls, meta, join, st.nextAttempt())
 	sent := time.Now()
-	v, acks, err := d.run(ctx, redislua.Queue, keys, args)
+	v, acks, err := d.run(ctx, call)
 	if err != nil {
 		if !serverError(err) {
 			// The script may have run and the reply been lost: undo it.
@@ -490,18 +496,18 @@ func (d *redisDriver) replicaErr(acks int64) error {
 	return driver.Unavailable(fmt.Errorf("%w: %d of %d within %v", ErrReplicas, max(acks, 0), d.cfg.WaitReplicas, d.cfg.WaitTimeout))
 }
 
-// run runs script, and with WaitReplicas set, WAITs on the same connection
+// run sends call, and with WaitReplicas set, WAITs on the same connection
 // afterwards and returns the number of replicas that acknowledged (-1 when
 // WAIT is off).
-func (d *redisDriver) run(ctx context.Context, script *goredis.Script, keys []string, args []any) (any, int64, error) {
+func (d *redisDriver) run(ctx context.Context, call redislua.Call) (any, int64, error) {
 	if d.cfg.WaitReplicas <= 0 {
-		v, err := script.Run(ctx, d.client, keys, args...).Result()
+		v, err := call.Run(ctx, d.client).Result()
 		return v, -1, err
 	}
 	var node *goredis.Client
 	switch c := d.client.(type) {
 	case *goredis.ClusterClient:
-		n, err := c.MasterForKey(ctx, keys[0])
+		n, err := c.MasterForKey(ctx, call.Keys()[0].(string))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -512,7 +518,7 @@ func (d *redisDriver) run(ctx context.Context, script *goredis.Script, keys []st
 	// WAIT counts the writes of its own connection: keep one.
 	conn := node.Conn()
 	defer conn.Close()
-	v, err := script.Run(ctx, conn, keys, args...).Result()
+	v, err := call.Run(ctx, conn).Result()
 	if err != nil {
 		return nil, 0, err
 	}
@@ -588,8 +594,8 @@ func (d *redisDriver) release(ctx context.Context, st *state) error {
 	// With WaitReplicas, a waiter takes the lock itself, so that its own
 	// acquire is the write it waits on. Where the server can tell, a
 	// waiter nobody hears (its process is gone) is skipped.
-	keys, args := redislua.ReleaseQueueArgs(st.names.queueKeys(), st.owner, d.publish, releaseMessage, d.cfg.WaitReplicas <= 0, d.heard)
-	v, err := redislua.Release.Run(ctx, d.client, keys, args...).Result()
+	call := redislua.ReleaseQueueCall(&st.calls, d.cfg.WaitReplicas <= 0, d.heard)
+	v, err := call.Run(ctx, d.client).Result()
 	if err != nil {
 		return d.mapErr(err)
 	}
@@ -614,8 +620,8 @@ func (d *redisDriver) Renew(ctx context.Context, h driver.Hold) (time.Duration, 
 	if err != nil {
 		return 0, err
 	}
-	keys, args := redislua.RenewArgs(st.names.lock, st.owner, st.ttlMs)
-	v, acks, err := d.run(ctx, redislua.Renew, keys, args)
+	keys, args := redislua.RenewArgs(st.calls.Lock(), st.calls.Owner(), st.ttlMs)
+	v, acks, err := d.run(ctx, redislua.ScriptCall(redislua.Renew, keys, args))
 	if err != nil {
 		return 0, d.mapErr(err)
 	}

@@ -98,7 +98,7 @@ func (d *redisDriver) pipeRenew(ctx context.Context, idx []int, sts []*state, cm
 	send func(context.Context, goredis.Scripter, []string, ...any) *goredis.Cmd) {
 	pipe := d.client.Pipeline()
 	for _, i := range idx {
-		keys, args := redislua.RenewArgs(sts[i].names.lock, sts[i].owner, sts[i].ttlMs)
+		keys, args := redislua.RenewArgs(sts[i].calls.Lock(), sts[i].calls.Owner(), sts[i].ttlMs)
 		cmds[i] = send(ctx, pipe, keys, args...)
 	}
 	// Each command carries its own error; Exec's is the first of them.

@@ -71,15 +71,16 @@ func (e *headerError) Error() string { return e.file + ": " + e.msg }
 // that makes its KEYS and ARGV, called with everything optional.
 func arguments() map[string][][2]int {
 	n := func(keys []string, args []any) [2]int { return [2]int{len(keys), len(args)} }
+	nc := func(c Call) [2]int { return [2]int{len(c.Keys()), len(c.Args())} }
 	k := QueueKeys{Lock: "l", Fence: "f", Meta: "m", Queue: "q", Deadlines: "d", Channel: "c", Inbox: "i", Sorted: true}
 	return map[string][][2]int{
 		"acquire.lua": {n(AcquireArgs("l", "f", "o", 1)), n(AcquireMetaArgs("l", "f", "m", "o", 1, "d"))},
-		"release.lua": {n(ReleaseArgs("l", "c", "o", Publish, "m")), n(ReleaseQueueArgs(k, "o", Publish, "m", true, true)),
+		"release.lua": {n(ReleaseArgs("l", "c", "o", Publish, "m")), nc(ReleaseQueueCall(NewQueueHold(NewQueueSite(Publish, "i", "m"), k, "o", 1), true, true)),
 			n(ReleaseHandoffArgs(k, "o", Publish, "m", "1"))},
 		"renew.lua":       {n(RenewArgs("l", "o", 1))},
 		"renewmany.lua":   {n(RenewManyArgs([][]string{{"a"}, {"b"}}, [][]any{{"o", 1}, {"p", 2}}))},
 		"inspect.lua":     {n(InspectArgs("l", "f", "m", "c", true, Publish, "m")), n(InspectQueueArgs(k, true, Publish, "m"))},
-		"queue.lua":       {n(QueueArgs(k, "o", 1, "m", true, Publish, "i", "a"))},
+		"queue.lua":       {nc(QueueCall(NewQueueHold(NewQueueSite(Publish, "i", ""), k, "o", 1), "m", true, "a"))},
 		"record.lua":      {n(RecordArgs("r", "v"))},
 		"clearrecord.lua": {n(RecordArgs("r", "v"))},
 		"redlockacquire.lua": {n(RedlockAcquireArgs("l", "c", "m", "q", "e", "o", 1, "d", "1",

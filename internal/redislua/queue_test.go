@@ -25,8 +25,8 @@ func queueKeys(t *testing.T, c *goredis.Client) QueueKeys {
 
 func queueAttempt(t *testing.T, c *goredis.Client, k QueueKeys, owner string, ttl time.Duration, join bool) AcquireReply {
 	t.Helper()
-	keys, args := QueueArgs(k, owner, Millis(ttl), "meta of "+owner, join, Publish, "inbox"+owner, "a"+owner[:1])
-	v, err := Queue.Run(context.Background(), c, keys, args...).Result()
+	h := NewQueueHold(NewQueueSite(Publish, "inbox"+owner, ""), k, owner, Millis(ttl))
+	v, err := QueueCall(h, "meta of "+owner, join, "a"+owner[:1]).Run(context.Background(), c).Result()
 	if err != nil {
 		t.Fatalf("queue attempt by %s: %v", owner, err)
 	}
@@ -39,8 +39,7 @@ func queueAttempt(t *testing.T, c *goredis.Client, k QueueKeys, owner string, tt
 
 func queueRelease(t *testing.T, c *goredis.Client, k QueueKeys, owner string, grant bool) bool {
 	t.Helper()
-	keys, args := ReleaseQueueArgs(k, owner, Publish, "released", grant, false)
-	return flag(t, Release.Run(context.Background(), c, keys, args...))
+	return flag(t, ReleaseQueueCall(NewQueueHold(NewQueueSite(Publish, "", "released"), k, owner, 0), grant, false).Run(context.Background(), c))
 }
 
 // tokenBy makes a token for owner in one of the three ways the scripts
@@ -131,8 +130,8 @@ func TestTokenRulesEveryWay(t *testing.T) {
 					t.Fatalf("counter %q; want the token %d", v, tok)
 				}
 				issued = append(issued, tok)
-				keys, args := ReleaseQueueArgs(k, owner, NoPublish, "", false, false)
-				if !flag(t, Release.Run(ctx, c, keys, args...)) {
+				call := ReleaseQueueCall(NewQueueHold(NewQueueSite(NoPublish, "", ""), k, owner, 0), false, false)
+				if !flag(t, call.Run(ctx, c)) {
 					t.Fatal("release failed")
 				}
 			}
@@ -144,8 +143,8 @@ func TestTokenRulesEveryWay(t *testing.T) {
 			if tok <= issued[len(issued)-1] {
 				t.Fatalf("token %d after the counter went back; issued %v", tok, issued)
 			}
-			keys, args := ReleaseQueueArgs(k, strings.Repeat("a", 32), NoPublish, "", false, false)
-			_ = Release.Run(ctx, c, keys, args...).Err()
+			call := ReleaseQueueCall(NewQueueHold(NewQueueSite(NoPublish, "", ""), k, strings.Repeat("a", 32), 0), false, false)
+			_ = call.Run(ctx, c).Err()
 			// Ahead of the clock: one more.
 			now, err := c.Time(ctx).Result()
 			if err != nil {
@@ -362,8 +361,8 @@ func TestHeardGrantSkipsWaitersNobodyHears(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, args := ReleaseQueueArgs(k, "h", Publish, "released", true, true)
-	if !flag(t, Release.Run(ctx, c, keys, args...)) {
+	call := ReleaseQueueCall(NewQueueHold(NewQueueSite(Publish, "", "released"), k, "h", 0), true, true)
+	if !flag(t, call.Run(ctx, c)) {
 		t.Fatal("release by the holder failed")
 	}
 	if v := c.Get(ctx, k.Lock).Val(); v != live {
@@ -391,8 +390,8 @@ func TestHeardGrantSkipsWaitersNobodyHears(t *testing.T) {
 	// Without HEARD, the first in line is granted the lock though nobody
 	// hears it.
 	k2, _ := heardQueue(t, c, []string{gone1, live}, []string{live})
-	keys, args = ReleaseQueueArgs(k2, "h", Publish, "released", true, false)
-	if !flag(t, Release.Run(ctx, c, keys, args...)) {
+	call = ReleaseQueueCall(NewQueueHold(NewQueueSite(Publish, "", "released"), k2, "h", 0), true, false)
+	if !flag(t, call.Run(ctx, c)) {
 		t.Fatal("release by the holder failed")
 	}
 	if v := c.Get(ctx, k2.Lock).Val(); v != gone1 {
@@ -407,8 +406,8 @@ func TestHeardGrantToNobodyFreesTheLock(t *testing.T) {
 	c := client(t)
 	gone1, gone2 := strings.Repeat("a", 32), strings.Repeat("b", 32)
 	k, _ := heardQueue(t, c, []string{gone1, gone2}, nil)
-	keys, args := ReleaseQueueArgs(k, "h", Publish, "released", true, true)
-	if !flag(t, Release.Run(ctx, c, keys, args...)) {
+	call := ReleaseQueueCall(NewQueueHold(NewQueueSite(Publish, "", "released"), k, "h", 0), true, true)
+	if !flag(t, call.Run(ctx, c)) {
 		t.Fatal("release by the holder failed")
 	}
 	if n := c.Exists(ctx, k.Lock, k.Queue, k.Deadlines).Val(); n != 0 {
@@ -427,8 +426,8 @@ func TestHeardWakeSkipsWaitersNobodyHears(t *testing.T) {
 	c := client(t)
 	gone, live, next := strings.Repeat("a", 32), strings.Repeat("b", 32), strings.Repeat("c", 32)
 	k, ps := heardQueue(t, c, []string{gone, live, next}, []string{live, next})
-	keys, args := ReleaseQueueArgs(k, "h", Publish, "released", false, true)
-	if !flag(t, Release.Run(ctx, c, keys, args...)) {
+	call := ReleaseQueueCall(NewQueueHold(NewQueueSite(Publish, "", "released"), k, "h", 0), false, true)
+	if !flag(t, call.Run(ctx, c)) {
 		t.Fatal("release by the holder failed")
 	}
 	if n := c.Exists(ctx, k.Lock).Val(); n != 0 {

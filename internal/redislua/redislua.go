@@ -10,7 +10,9 @@
 // "-- #include token.lua", expanded when the embedded scripts are loaded).
 // The scripts run through go-redis Script, which sends EVALSHA (the SHA of
 // the composed text) and falls back to EVAL when the server answers
-// NOSCRIPT. ParseGrant reads the message release.lua publishes when it
+// NOSCRIPT, or as a Call (call.go): the same EVALSHA, built from values
+// boxed once for all the calls of a hold, and the script loaded when the
+// server answers NOSCRIPT. ParseGrant reads the message release.lua publishes when it
 // grants a lock.
 //
 // The scripts know nothing of dlock's key names: callers pass the keys
@@ -166,20 +168,6 @@ func (k QueueKeys) inboxKey(keys []string) []string {
 	return keys
 }
 
-// QueueArgs returns Queue's keys and arguments. With join, an owner that is
-// not granted the lock joins the queue (or refreshes its entry's deadline
-// to ttlMs from now) and is woken on InboxChannel(k.Channel, inbox);
-// publish wakes a waiter that stands first once a dead one before it was
-// dropped. attempt names this attempt in the entry it refreshes, and so in
-// a grant that follows it (letters and digits).
-func QueueArgs(k QueueKeys, owner string, ttlMs int64, meta string, join bool, publish, inbox, attempt string) ([]string, []any) {
-	mode := QueueTry
-	if join {
-		mode = QueueJoin
-	}
-	return []string{k.Lock, k.Fence, k.Meta, k.Queue, k.Deadlines, k.Channel}, []any{owner, ttlMs, meta, mode, publish, inbox, attempt}
-}
-
 // InboxChannel is the channel a queued waiter with inbox is woken on: the
 // release channel's name (so the same hash slot) and ":inbox". An inbox is
 // letters and digits.
@@ -188,28 +176,6 @@ func InboxChannel(channel, inbox string) string { return channel + ":" + inbox }
 // Grant is Release's ARGV[4] that hands a freed lock to the first live
 // waiter.
 const Grant = "GRANT"
-
-// ReleaseQueueArgs returns Release's keys and arguments for a lock with a
-// queue: the owner's queue entry is removed too, and the first live waiter
-// (or, with nobody queued, message) is announced with publish; with grant,
-// the lock is handed to that waiter and the message is
-// "owner:token:elapsed:attempt". With heard (and publish), only a waiter
-// that hears the announcement is granted the lock or woken: one whose
-// inbox has no subscriber on this server is dropped from the queue (a
-// grant to it undone) and the next live one is tried. heard is for
-// waiters that subscribe on the server that runs the script (standalone,
-// Sentinel's primary, a Cluster slot's master with sharded pub/sub), where
-// PUBLISH's count of receivers says whether the waiter can hear.
-func ReleaseQueueArgs(k QueueKeys, owner, publish, message string, grant, heard bool) ([]string, []any) {
-	mode, only := "", ""
-	if grant {
-		mode = Grant
-	}
-	if heard {
-		only = Heard
-	}
-	return []string{k.Lock, k.Channel, k.Queue, k.Deadlines, k.Fence, k.Meta}, []any{owner, publish, message, mode, "", "", only}
-}
 
 // Heard is Release's ARGV[7] that grants (or wakes) only a waiter that
 // hears of it, as Handoff does, with Grant's messages.
