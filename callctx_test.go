@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,5 +81,63 @@ func TestCloseEndsContextsDerivedFromACall(t *testing.T) {
 				t.Errorf("TryLock: %v, want ErrClosed", err)
 			}
 		})
+	}
+}
+
+// releasing is a memory driver whose Release derives a context of its own
+// from the call's and reports it, then waits for the test before it
+// releases.
+type releasing struct {
+	driver.Locker
+	seen chan context.Context
+	goOn chan struct{}
+}
+
+func (d *releasing) Release(ctx context.Context, h driver.Hold) error {
+	dctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	d.seen <- dctx
+	<-d.goOn
+	return d.Locker.Release(dctx, h)
+}
+
+// An Unlock's context carries the caller's values, not its end: a release
+// whose caller's context ends while it runs goes on (for releaseGrace).
+func TestUnlockContextOutlivesItsCaller(t *testing.T) {
+	d := &releasing{Locker: memory.NewStore().Driver(), seen: make(chan context.Context, 1), goOn: make(chan struct{})}
+	l, err := dlock.NewLocker(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var goOn sync.Once
+	defer goOn.Do(func() { close(d.goOn) }) // before Close, which waits for the Unlock
+	m, err := l.NewMutex("k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
+	defer cancel()
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	go func() { res <- m.Unlock(ctx) }()
+	dctx := <-d.seen
+	if v := dctx.Value(ctxKey{}); v != "v" {
+		t.Errorf("value in the release's context: %v, want v", v)
+	}
+	cancel()
+	select {
+	case <-dctx.Done():
+		t.Fatalf("the release's context ended with its caller's: %v", context.Cause(dctx))
+	case <-time.After(300 * time.Millisecond):
+	}
+	goOn.Do(func() { close(d.goOn) })
+	if err := <-res; err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	if err := m.TryLock(context.Background()); err != nil {
+		t.Fatalf("TryLock after the Unlock: %v, want the key free", err)
 	}
 }

@@ -200,7 +200,26 @@ func (l *Locker) enter(ctx context.Context, release bool) (context.Context, call
 		cctx, cancel = context.WithCancelCause(ctx)
 		stop = context.AfterFunc(end, func() { cancel(ErrClosed) })
 	}
-	x := callExit{l: l, stop: stop, cancel: cancel}
+	return l.register(cctx, callExit{l: l, stop: stop, cancel: cancel})
+}
+
+// enterRelease is releaseContext and enter(ctx, true) in one: the call's
+// context has ctx's values, and ends releaseGrace after ctx ends, or when
+// the grace for releases ends, whichever comes first. It derives one
+// context, under grace (so that grace's end reaches it without a
+// callback), where the two steps derived two, each watching its parent.
+func (l *Locker) enterRelease(ctx context.Context) (context.Context, callExit, error) {
+	if ctx.Done() == nil {
+		return l.enter(ctx, true) // ctx never ends: its own release context
+	}
+	rctx, cancel := context.WithCancelCause(l.graceBg)
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(releaseGrace, func() { cancel(nil) }) })
+	return l.register(&valuesCtx{Context: rctx, values: ctx}, callExit{l: l, stop: stop, cancel: cancel})
+}
+
+// register counts a call that enter derived cctx for, unless the Locker is
+// closed.
+func (l *Locker) register(cctx context.Context, x callExit) (context.Context, callExit, error) {
 	l.mu.Lock()
 	if l.isClosed {
 		l.mu.Unlock()
@@ -210,6 +229,27 @@ func (l *Locker) enter(ctx context.Context, release bool) (context.Context, call
 	l.calls++
 	l.mu.Unlock()
 	return cctx, x, nil
+}
+
+// valuesCtx is a context whose end is its Context's, and whose values are
+// those of values after its Context's (enterRelease: a release keeps its
+// caller's values, not its end).
+type valuesCtx struct {
+	context.Context
+	values context.Context
+}
+
+// Value looks in the context that ends the call first: it holds no values
+// of its own (its parents are grace and context.Background), but it answers
+// the context package's lookup of the nearest cancellable context, so that
+// context.Cause finds its cause and a context derived from this one is
+// cancelled by it directly, without a goroutine or a callback; the
+// caller's own cancellable context is never found.
+func (c *valuesCtx) Value(key any) any {
+	if v := c.Context.Value(key); v != nil {
+		return v
+	}
+	return c.values.Value(key)
 }
 
 // callExit ends a call that enter registered.

@@ -470,9 +470,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 }
 
 func (m *Mutex) unlock(ctx context.Context) error {
-	ctx, cancel := releaseContext(ctx)
-	defer cancel()
-	ctx, exit, err := m.l.enter(ctx, true)
+	ctx, exit, err := m.l.enterRelease(ctx)
 	if err != nil {
 		return m.errorf("unlock", err)
 	}
