@@ -10,6 +10,7 @@ const (
 	sysBare      = "bare SET NX PX spin lock, 10 ms retry"
 	sysFenced    = "fenced SET NX PX spin lock (INCR token), 10 ms retry"
 	sysRedis     = "dlock redis://"
+	sysRedislock = "bsm/redislock, 10 ms retry"
 	sysRedsyncRL = "redsync Redlock (5 masters)"
 	sysRedlock   = "dlock redlock:// (5 masters)"
 	sysEtcdMutex = "etcd concurrency.Mutex"

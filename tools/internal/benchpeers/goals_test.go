@@ -218,6 +218,25 @@ func TestUncontendedFloors(t *testing.T) {
 	wantGoal(t, goalsOf(par(9000)[1:]), row, "n/a", nil)
 }
 
+// Goal 3's client side: client CPU and allocations per Lock+Unlock on
+// parallel keys within 1.5x redislock's.
+func TestClientCostGoal(t *testing.T) {
+	rs := func(cpu, allocs float64) []Result {
+		return []Result{
+			{Scenario: ScenParallel, System: sysRedis, AcqPerSec: 9000, ClientCPU: f64(cpu), Allocs: f64(allocs), AllocBytes: f64(4300)},
+			{Scenario: ScenParallel, System: sysRedislock, AcqPerSec: 10000, ClientCPU: f64(40), Allocs: f64(30), AllocBytes: f64(1400)},
+		}
+	}
+	const row = "3 parallel-keys: Redis client CPU and allocations"
+	wantGoal(t, goalsOf(rs(60, 45)), row, "met", []string{"CPU 60.0 against 40.0 µs (1.50x), allocations 45.0 against 30.0 (1.50x)"})
+	wantGoal(t, goalsOf(rs(61, 45)), row, "**not met**", []string{"(1.52x)"}, "4300 B against 1400 B")
+	wantGoal(t, goalsOf(rs(60, 46)), row, "**not met**", []string{"(1.53x)"}, "six keys")
+	wantGoal(t, goalsOf(rs(60, 45)[:1]), row, "n/a", nil)
+	noAllocs := rs(60, 45)
+	noAllocs[1].Allocs = nil
+	wantGoal(t, goalsOf(noAllocs), row, "n/a", nil)
+}
+
 // Goal 4: Redlock keeps 100,000 holds at a 3 s TTL without losing one.
 func TestRedlockHoldsGoal(t *testing.T) {
 	rs := func(holds, lost int) []Result {

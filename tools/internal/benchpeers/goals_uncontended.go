@@ -10,6 +10,9 @@ const (
 	etcdFloor     = 0.95
 	redlockFloor  = 0.95
 	parallelFloor = 0.90
+	// clientCeiling bounds dlock redis://'s client CPU and allocations
+	// per Lock+Unlock on parallel keys, over bsm/redislock's.
+	clientCeiling = 1.5
 )
 
 // tokenCost is why a Redis lock with fencing tokens costs more server work
@@ -109,6 +112,7 @@ func uncontended(gs *goals, run goalRun) {
 			fnum(d.CmdsPerAcq, 1), fnum(b.CmdsPerAcq, 1), gap, cycle)
 	})
 	unc("Redlock", sysRedlock, sysRedsyncRL, redlockFloor, token)
+	clientCost(gs, rs)
 
 	what := fmt.Sprintf("3 parallel-keys: Redis >= %.2fx %s", parallelFloor, sysBare)
 	d, b := find(rs, ScenParallel, sysRedis, 0, ""), find(rs, ScenParallel, sysBare, 0, "")
@@ -118,4 +122,29 @@ func uncontended(gs *goals, run goalRun) {
 	}
 	gs.add(what, ratio(d.AcqPerSec, b.AcqPerSec), d.AcqPerSec >= parallelFloor*b.AcqPerSec, true,
 		fmt.Sprintf("%d goroutines on one client, a key each, wait p99 %.2f against %.2f ms. ", run.cfg.Parallel, d.WaitP99, b.WaitP99)+tokenCost(d, b))
+}
+
+// clientCost checks goal 3's client side: on parallel keys, dlock redis://
+// spends at most clientCeiling times bsm/redislock's client CPU and heap
+// allocations per Lock+Unlock, both measured in the process running the
+// loop (clients and library included).
+func clientCost(gs *goals, rs []Result) {
+	what := fmt.Sprintf("3 parallel-keys: Redis client CPU and allocations per Lock+Unlock <= %.1fx %s", clientCeiling, sysRedislock)
+	d, b := find(rs, ScenParallel, sysRedis, 0, ""), find(rs, ScenParallel, sysRedislock, 0, "")
+	if d == nil || b == nil || d.Error != "" || b.Error != "" || d.ClientCPU == nil || b.ClientCPU == nil ||
+		d.Allocs == nil || b.Allocs == nil || *b.ClientCPU <= 0 || *b.Allocs <= 0 {
+		gs.add(what, "n/a", false, false, "")
+		return
+	}
+	cpu, allocs := *d.ClientCPU / *b.ClientCPU, *d.Allocs / *b.Allocs
+	measured := fmt.Sprintf("CPU %.1f against %.1f µs (%.2fx), allocations %.1f against %.1f (%.2fx)",
+		*d.ClientCPU, *b.ClientCPU, cpu, *d.Allocs, *b.Allocs, allocs)
+	var why string
+	if cpu > clientCeiling || allocs > clientCeiling {
+		why = fmt.Sprintf("Per Lock+Unlock, %s B against %s B allocated. redislock's Obtain and Release are two plain script "+
+			"calls on one key; dlock's are two scripts on six keys (the lock, its fencing counter, its description, the wait queue, "+
+			"its deadlines, the release channel), and each call derives a context that ends with the Locker as well as with the caller's.",
+			fnum(d.AllocBytes, 0), fnum(b.AllocBytes, 0))
+	}
+	gs.add(what, measured, cpu <= clientCeiling && allocs <= clientCeiling, true, why)
 }

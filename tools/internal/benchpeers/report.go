@@ -71,6 +71,8 @@ func aggregate(raw []Result) []Result {
 		m.CPUPerAcq = fp(func(r Result) *float64 { return r.CPUPerAcq })
 		m.RTPerAcq = fp(func(r Result) *float64 { return r.RTPerAcq })
 		m.ClientCPU = fp(func(r Result) *float64 { return r.ClientCPU })
+		m.Allocs = fp(func(r Result) *float64 { return r.Allocs })
+		m.AllocBytes = fp(func(r Result) *float64 { return r.AllocBytes })
 		m.PeerAcqPerSec = f(func(r Result) float64 { return r.PeerAcqPerSec })
 		m.BlockRatios = nil
 		for _, r := range rs {
@@ -292,8 +294,10 @@ func WriteMarkdown(w io.Writer, meta Meta, rs []Result) {
 	p("which are counted again, and a server preempted on a busy machine counts the wait); srv CPU µs/acq = CPU time\n")
 	p("of the Redis main threads per acquisition (INFO cpu, used_cpu_sys/user_main_thread: commands, networking and\n")
 	p("pub/sub delivery, no double count; contended only); client CPU µs/acq = CPU time (user and system) of all the\n")
-	p("worker processes in their timed window per acquisition (getrusage; contended only, n/a for mem://, whose\n")
-	p("workers share one process); RT/acq = client round trips per acquisition, counted by a\n")
+	p("worker processes in their timed window per acquisition (getrusage; contended: n/a for mem://, whose\n")
+	p("workers share one process; uncontended and parallel-keys: the one process running the loop, clients and\n")
+	p("library included); allocs/acq and B/acq = heap allocations of that process per Lock+Unlock\n")
+	p("(runtime.MemStats Mallocs and TotalAlloc over the window); RT/acq = client round trips per acquisition, counted by a\n")
 	p("go-redis hook on the clients (a pipeline is one); overlaps = acquisitions that began before the previous holder\n")
 	p("began its Unlock (must be 0).\n\n")
 
@@ -307,13 +311,14 @@ func WriteMarkdown(w io.Writer, meta Meta, rs []Result) {
 				what = fmt.Sprintf("%d goroutines on one client, a key each", cfg.Parallel)
 			}
 			p("## %s (%s; %v per run)\n\n", scen, what, cfg.Duration)
-			p("| system | acq/s | wait p50 ms | wait p99 ms | srv req/acq | srv µs/acq | RT/acq | error |\n|---|--:|--:|--:|--:|--:|--:|---|\n")
+			p("| system | acq/s | wait p50 ms | wait p99 ms | srv req/acq | srv µs/acq | RT/acq | client CPU µs/acq | allocs/acq | B/acq | error |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 			for _, r := range rs {
 				if r.Scenario != scen {
 					continue
 				}
-				p("| %s | %.0f | %.2f | %.2f | %s | %s | %s | %s |\n", r.System, r.AcqPerSec, r.WaitP50, r.WaitP99,
-					fnum(r.CmdsPerAcq, 1), fnum(r.UsecPerAcq, 1), fnum(r.RTPerAcq, 2), r.Error)
+				p("| %s | %.0f | %.2f | %.2f | %s | %s | %s | %s | %s | %s | %s |\n", r.System, r.AcqPerSec, r.WaitP50, r.WaitP99,
+					fnum(r.CmdsPerAcq, 1), fnum(r.UsecPerAcq, 1), fnum(r.RTPerAcq, 2), fnum(r.ClientCPU, 1), fnum(r.Allocs, 1),
+					fnum(r.AllocBytes, 0), r.Error)
 			}
 			p("\n")
 		}

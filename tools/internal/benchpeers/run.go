@@ -79,10 +79,14 @@ type Result struct {
 	UsecPerAcq   *float64 `json:"server_usec_per_acq,omitempty"`     // Redis commandstats usec
 	CPUPerAcq    *float64 `json:"server_cpu_usec_per_acq,omitempty"` // Redis main-thread CPU (INFO cpu), µs
 	RTPerAcq     *float64 `json:"round_trips_per_acq,omitempty"`
-	ClientCPU    *float64 `json:"client_cpu_usec_per_acq,omitempty"` // contended: the worker processes' CPU, µs
-	Overlaps     int      `json:"overlaps"`                          // contended: holds that began before the previous one ended
-	WarmRetries  int      `json:"warm_retries,omitempty"`            // contended: workers' warm-ups tried again (see warmUp)
-	WarmErr      string   `json:"warm_error,omitempty"`              // the first of those warm-ups' errors
+	ClientCPU    *float64 `json:"client_cpu_usec_per_acq,omitempty"` // the client's CPU, µs: contended, the worker processes'; uncontended and parallel-keys, this process's
+	// uncontended and parallel-keys: this process's heap allocations
+	// (runtime.MemStats Mallocs and TotalAlloc) per Lock+Unlock
+	Allocs      *float64 `json:"allocs_per_acq,omitempty"`
+	AllocBytes  *float64 `json:"alloc_bytes_per_acq,omitempty"`
+	Overlaps    int      `json:"overlaps"`               // contended: holds that began before the previous one ended
+	WarmRetries int      `json:"warm_retries,omitempty"` // contended: workers' warm-ups tried again (see warmUp)
+	WarmErr     string   `json:"warm_error,omitempty"`   // the first of those warm-ups' errors
 
 	// many-holds
 	Holds             int      `json:"holds,omitempty"`
@@ -319,8 +323,14 @@ func runLocal(ctx context.Context, cfg Config, s system, scen string, n int) Res
 		total atomic.Int64
 	)
 	rt0 := c.roundTrips()
-	var elapsed time.Duration
+	var (
+		elapsed  time.Duration
+		cpu      time.Duration
+		ms0, ms1 runtime.MemStats
+	)
 	countWindow(ctx, cnt, &r, func() {
+		runtime.ReadMemStats(&ms0)
+		cpu0 := processCPU()
 		start := time.Now()
 		until := start.Add(cfg.Duration)
 		var wg sync.WaitGroup
@@ -354,8 +364,14 @@ func runLocal(ctx context.Context, cfg Config, s system, scen string, n int) Res
 		}
 		wg.Wait()
 		elapsed = time.Since(start)
+		cpu = processCPU() - cpu0
+		runtime.ReadMemStats(&ms1)
 		r.Acquisitions = total.Load()
 	})
+	if n := float64(r.Acquisitions); n > 0 {
+		c, a, b := float64(cpu.Microseconds())/n, float64(ms1.Mallocs-ms0.Mallocs)/n, float64(ms1.TotalAlloc-ms0.TotalAlloc)/n
+		r.ClientCPU, r.Allocs, r.AllocBytes = &c, &a, &b
+	}
 	if rt0 >= 0 && r.Acquisitions > 0 {
 		v := float64(c.roundTrips()-rt0) / float64(r.Acquisitions)
 		r.RTPerAcq = &v
