@@ -454,7 +454,7 @@ func (b *batcher) exec(batch []*call, now time.Time) {
 	cmds := b.pipeline(ctx, units, false)
 	var retry []unit
 	for k, u := range units {
-		if redis.HasErrorPrefix(cmds[k].Err(), "NOSCRIPT") {
+		if err := cmds[k].Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") { // HasErrorPrefix allocates
 			retry = append(retry, u)
 			continue
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock/internal/redislua"
 )
 
 // errNoAnswer marks an instance that did not answer within the
@@ -88,6 +90,12 @@ func (d *Driver) startFanout(timeout time.Duration, idx []int, req request, need
 	if len(idx) == 0 {
 		return p
 	}
+	if req.wire == nil && req.script != redislua.Renew && len(idx) > 1 {
+		// Box the keys and arguments once for every instance, not once
+		// per instance's EVALSHA. Single renewals keep keys and args: a
+		// pipeline folds them into one RenewMany.
+		req.wire, req.keys, req.args = redislua.ScriptCall(req.script, req.keys, req.args).Line(), nil, nil
+	}
 	p.g = newGroup(len(idx), need, ok)
 	p.submitted = time.Now()
 	p.calls = make([]*call, len(idx))
@@ -167,6 +175,9 @@ wait:
 }
 
 func isTimeout(err error) bool {
+	if err == nil {
+		return false // before errors.As, whose target escapes: no allocation per reply
+	}
 	if errors.Is(err, errNoAnswer) || errors.Is(err, context.DeadlineExceeded) {
 		return true
 	}

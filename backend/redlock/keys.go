@@ -1,6 +1,10 @@
 package redlock
 
-import "github.com/dlock-go/dlock/internal/redislua"
+import (
+	"strings"
+
+	"github.com/dlock-go/dlock/internal/redislua"
+)
 
 // names are the Redis names of one lock key on every instance.
 type names struct {
@@ -19,10 +23,34 @@ type names struct {
 // prefix and a fixed-length tag: within one Prefix the mapping is
 // injective, and locks, counters, channels, queues and records never collide
 // ("a/b", "{", "\x00nul" and 4 KiB keys included).
+//
+// The names are cut from one string: one allocation instead of one per
+// name, and a Lock and its Unlock make them several times.
 func (d *Driver) names(key string) names {
 	p := d.cfg.Prefix
-	return names{lock: p + "l:" + key, counter: p + "t:" + key, channel: p + "r:" + key, meta: p + "m:" + key, record: p + "c:" + key,
-		queue: p + "w:" + key, entries: p + "e:" + key, inbox: p + "i"}
+	tags := [...]string{"l:", "t:", "r:", "m:", "c:", "w:", "e:"}
+	var b strings.Builder
+	b.Grow(len(tags)*(len(p)+2+len(key)) + len(p) + 1)
+	var ends [len(tags) + 1]int
+	for i, t := range tags {
+		b.WriteString(p)
+		b.WriteString(t)
+		b.WriteString(key)
+		ends[i] = b.Len()
+	}
+	b.WriteString(p)
+	b.WriteString("i")
+	ends[len(tags)] = b.Len()
+	all := b.String()
+	name := func(i int) string {
+		start := 0
+		if i > 0 {
+			start = ends[i-1]
+		}
+		return all[start:ends[i]]
+	}
+	return names{lock: name(0), counter: name(1), channel: name(2), meta: name(3), record: name(4),
+		queue: name(5), entries: name(6), inbox: name(7)}
 }
 
 // queueKeys are n for redislua's queue-aware release and inspect scripts.

@@ -31,6 +31,10 @@ func (c Call) Keys() []any { return c.line[3 : 3+c.line[2].(int)] }
 // Args returns the call's arguments.
 func (c Call) Args() []any { return c.line[3+c.line[2].(int):] }
 
+// Line returns the call's EVALSHA command line. It is shared, not copied:
+// a caller that sends it on several connections must not change it.
+func (c Call) Line() []any { return c.line }
+
 // Runner is what a Call runs on: a go-redis client or connection.
 type Runner interface {
 	goredis.Scripter
