@@ -49,6 +49,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 	}
 	ttl := time.Duration(redislua.Millis(req.TTL)) * time.Millisecond // PX is in whole ms
 	timeout := d.timeout(ttl)
+	d.afterRelease(ctx, req.Key, timeout)
 	nm := d.names(req.Key)
 	kw := d.member(req.Key)
 	var member string
@@ -79,7 +80,9 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 		w = &redislua.RedlockWaiter{Member: member, Inbox: d.inbox, Attempt: a.id, Score: kw.place(a.wakes)}
 	}
 	keys, args := redislua.RedlockAcquireArgs(nm.lock, nm.counter, nm.meta, nm.queue, nm.entries, req.Owner, ttl.Milliseconds(), req.Meta, floor, w)
-	replies := d.fanout(ctx, timeout, d.all, request{script: acquireScript, keys: keys, args: args, late: a.answer}, d.quorum, acquired)
+	pf := d.startFanout(timeout, d.all, request{script: acquireScript, keys: keys, args: args, late: a.answer}, d.quorum, acquired)
+	a.answered = pf.g.done
+	replies := pf.wait(ctx)
 	var (
 		won       []int    // instances where the lock is ours
 		counters  []uint64 // their counters, same order

@@ -37,6 +37,9 @@ type attempt struct {
 	ended atomic.Bool
 	// wakes is its key's keyWatch.wakes when it was sent.
 	wakes uint64
+	// answered is closed once every instance answered the acquire (nil
+	// for a hold handed over by a release: nothing is out).
+	answered <-chan struct{}
 }
 
 // What an instance answered to the acquire.

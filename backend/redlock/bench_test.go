@@ -162,7 +162,7 @@ func countCommands(b *testing.B, hosts []string, body func() int) {
 
 // commandStats sums INFO commandstats calls per command over the clients,
 // leaving out INFO itself.
-func commandStats(b *testing.B, admin []*goredis.Client) map[string]int64 {
+func commandStats(b testing.TB, admin []*goredis.Client) map[string]int64 {
 	b.Helper()
 	out := map[string]int64{}
 	for _, c := range admin {

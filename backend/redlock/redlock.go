@@ -86,6 +86,11 @@ type Driver struct {
 	quorum int   // N/2 + 1
 	owned  bool  // the clients were made by OpenDriver: Close closes them
 
+	// releasing maps a key to the done channel of this Driver's last
+	// release of it while some instance has not answered that release
+	// yet (see trailRelease).
+	releasing sync.Map
+
 	closeOnce sync.Once
 	closed    chan struct{}
 	life      context.Context // cancelled by Close: ends background work

@@ -74,7 +74,13 @@ func (d *Driver) Release(ctx context.Context, h driver.Hold) error {
 	if err != nil {
 		return err
 	}
-	t := d.tally(d.fanout(ctx, d.timeout(st.ttl), st.end(), st.releaseRequest(true), d.quorum, flagSet))
+	// The release goes to the instances that answered the acquire; one
+	// that answers later is released when it does (attempt.answer), which
+	// afterRelease cannot see: give the acquire's stragglers a moment.
+	d.straggle(ctx, st.answered, d.timeout(st.ttl))
+	p := d.startFanout(d.timeout(st.ttl), st.end(), st.releaseRequest(true), d.quorum, flagSet)
+	t := d.tally(p.wait(ctx))
+	d.trailRelease(st.key, p.g)
 	switch {
 	case t.ok >= d.quorum:
 		return nil
@@ -137,4 +143,62 @@ func (d *Driver) grantedTTL(ttl time.Duration) time.Duration {
 	}
 	// r - (r/100 + 2ms) = ttl - ttl*Drift - 2ms
 	return time.Duration(float64(ttl-extra-ttl/100) / 0.99)
+}
+
+// trailRelease remembers a release of key that returned before every
+// instance answered it (a majority is enough), until they all have. This
+// Driver's next attempt on key waits for that (afterRelease): sent at
+// once, it could reach a slow instance before the release does, since the
+// pipelines of one instance run on several connections, which the server
+// serves in no set order. There it would be refused, join the line, and be
+// handed the lock by the release it overtook: server work for an
+// acquisition a majority had already granted.
+func (d *Driver) trailRelease(key string, g *group) {
+	if g == nil {
+		return
+	}
+	select {
+	case <-g.done:
+		return
+	default:
+	}
+	d.releasing.Store(key, (<-chan struct{})(g.done))
+	go func() {
+		<-g.done // every call ends: answered, timed out, or dropped
+		d.releasing.CompareAndDelete(key, (<-chan struct{})(g.done))
+	}()
+}
+
+// afterRelease waits until every instance answered this Driver's last
+// release of key (see trailRelease), briefly (straggle).
+func (d *Driver) afterRelease(ctx context.Context, key string, timeout time.Duration) {
+	if v, ok := d.releasing.Load(key); ok {
+		d.straggle(ctx, v.(<-chan struct{}), timeout)
+	}
+}
+
+// straggleWait bounds how long a Lock or an Unlock waits for the last
+// instances to answer the request before it (afterRelease, Release): long
+// enough for an instance that is merely a little behind the others on a
+// busy machine, short enough that a stalled one costs little.
+const straggleWait = 5 * time.Millisecond
+
+// straggle waits until done is closed, at most straggleWait (or timeout,
+// when shorter), or until ctx ends.
+func (d *Driver) straggle(ctx context.Context, done <-chan struct{}, timeout time.Duration) {
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+		return
+	default:
+	}
+	t := time.NewTimer(min(straggleWait, timeout))
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
