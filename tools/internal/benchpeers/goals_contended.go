@@ -151,6 +151,10 @@ func clientCPU(gs *goals, run goalRun, c contender) {
 		"%.0f ms of CPU a second at %d processes and %.0f at %d (%s), %.1f ms a second more for each of the %d processes more, "+
 		"on %s cores; the acquisitions per second went from %.0f to %.0f (%s).",
 		ca, lo, cb, hi, ratio(cb, ca), (cb-ca)/float64(hi-lo), hi-lo, run.cores, a.AcqPerSec, b.AcqPerSec, ratio(b.AcqPerSec, a.AcqPerSec))
+	if peers := peersGrowth(run.rs, c.sys, lo, hi); peers != "" {
+		why += " The peers' client CPU per acquisition grew over the same range too, in the same harness: " + peers +
+			": more worker processes sharing the same cores cost every library more CPU per acquisition."
+	}
 	gs.add(what, strings.Join(measured, ", ")+fmt.Sprintf(" (%.2fx)", growth), growth <= cpuGrowth, true, why)
 }
 
@@ -305,4 +309,28 @@ func hotKey(gs *goals, run goalRun) {
 		gs.add(what, fmt.Sprintf("%s acq/s; wait p99 %.1f against %.1f ms (%s)", ratio(d.AcqPerSec, b.AcqPerSec), d.WaitP99, b.WaitP99,
 			ratio(d.WaitP99, b.WaitP99)), rateOK && tailOK, true, strings.Join(why, " "))
 	}
+}
+
+// peersGrowth lists, for each peer of sys (a system of another library on
+// the same store) with client CPU at lo and hi processes, how much its
+// client CPU per acquisition grew from lo to hi.
+func peersGrowth(rs []Result, sys string, lo, hi int) string {
+	store := ""
+	for _, s := range systems {
+		if s.name == sys {
+			store = s.store
+		}
+	}
+	var out []string
+	for _, s := range systems {
+		if s.dlock || s.store != store || s.uncontendedOnly {
+			continue
+		}
+		a, b := contended(rs, s.name, lo), contended(rs, s.name, hi)
+		if a == nil || b == nil || a.ClientCPU == nil || b.ClientCPU == nil || *a.ClientCPU <= 0 {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %.0f to %.0f µs (%.2fx)", s.name, *a.ClientCPU, *b.ClientCPU, *b.ClientCPU / *a.ClientCPU))
+	}
+	return strings.Join(out, ", ")
 }

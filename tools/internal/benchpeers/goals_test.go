@@ -135,6 +135,10 @@ func TestClientCPUGoal(t *testing.T) {
 	// 1300 µs at 200/s is 260 ms a second, against 1000 µs at 400/s: 400.
 	wantGoal(t, goalsOf(rs(f64(1300))), "1 etcd: client CPU", "**not met**", []string{"(1.30x)"},
 		"400 ms of CPU a second at 2 processes and 260 at 32 (0.65x)", "from 400 to 200 (0.50x)")
+	withPeer := append(rs(f64(1300)), cont(sysEtcdMutex, 2, 20, 10, 10), cont(sysEtcdMutex, 32, 190, 7, 5))
+	withPeer[len(withPeer)-2].ClientCPU, withPeer[len(withPeer)-1].ClientCPU = f64(3000), f64(3900)
+	wantGoal(t, goalsOf(withPeer), "1 etcd: client CPU", "**not met**", []string{"(1.30x)"},
+		"The peers' client CPU per acquisition grew over the same range too", "etcd concurrency.Mutex 3000 to 3900 µs (1.30x)")
 	wantGoal(t, goalsOf(rs(nil)), "1 etcd: client CPU", "n/a", []string{"x32 n/a"})
 	wantGoal(t, goalsOf(rs(nil)), "1 mem: client CPU", "n/a", nil)
 }
