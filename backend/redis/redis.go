@@ -308,8 +308,12 @@ func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.H
 	// A channel still subscribed (a key contended a moment ago) is joined
 	// before the first attempt: no release after it can be missed, and no
 	// SUBSCRIBE is needed.
-	channel := redislua.InboxChannel(st.calls.Channel(), d.inbox)
-	w := d.subs.joinLive(ctx, channel, st.calls.Owner())
+	channel := ""
+	var w *watch
+	if d.subs.subscribed() {
+		channel = redislua.InboxChannel(st.calls.Channel(), d.inbox)
+		w = d.subs.joinLive(ctx, channel, st.calls.Owner())
+	}
 	var (
 		queued bool // an attempt queued st.calls.Owner()
 		timer  *time.Timer
@@ -356,6 +360,9 @@ func (d *redisDriver) Acquire(ctx context.Context, req driver.Request) (driver.H
 		queued = queued || join
 		since, sinceTry = sent, strconv.FormatUint(st.tried, 36)
 		if w == nil {
+			if channel == "" {
+				channel = redislua.InboxChannel(st.calls.Channel(), d.inbox)
+			}
 			if w, err = d.subs.watch(ctx, channel, st.calls.Owner(), true); err != nil {
 				w = nil
 				if !errors.Is(err, driver.ErrClosed) {

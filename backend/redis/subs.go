@@ -88,6 +88,28 @@ func (s *subscriptions) watch(ctx context.Context, channel, owner string, linger
 // when the channel is already subscribed and confirmed on a live
 // connection, without any I/O; else nil. A message published after it
 // returns is seen.
+// subscribed reports whether any connection of s has a subscription,
+// live or lingering: when none has, joinLive finds nothing, and the caller
+// need not make the channel's name.
+func (s *subscriptions) subscribed() bool {
+	s.mu.Lock()
+	var one *subConn
+	many := len(s.conns) > 1
+	for _, c := range s.conns {
+		one = c
+	}
+	s.mu.Unlock()
+	if many {
+		return true // a Cluster's: not worth counting
+	}
+	if one == nil {
+		return false
+	}
+	one.mu.Lock()
+	defer one.mu.Unlock()
+	return len(one.chans) > 0
+}
+
 func (s *subscriptions) joinLive(ctx context.Context, channel, owner string) *watch {
 	addr := ""
 	if s.cluster != nil {
