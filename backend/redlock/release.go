@@ -164,7 +164,10 @@ func (d *Driver) trailRelease(key string, g *group) {
 	}
 	d.releasing.Store(key, (<-chan struct{})(g.done))
 	go func() {
-		<-g.done // every call ends: answered, timed out, or dropped
+		select {
+		case <-g.done: // every call ends: answered, timed out, or dropped
+		case <-d.life.Done(): // or Close: nothing waits any more
+		}
 		d.releasing.CompareAndDelete(key, (<-chan struct{})(g.done))
 	}()
 }
