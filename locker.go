@@ -214,7 +214,7 @@ func (l *Locker) enterRelease(ctx context.Context) (context.Context, callExit, e
 	}
 	rctx, cancel := context.WithCancelCause(l.graceBg)
 	stop := context.AfterFunc(ctx, func() { time.AfterFunc(releaseGrace, func() { cancel(nil) }) })
-	return l.register(&valuesCtx{Context: rctx, values: ctx}, callExit{l: l, stop: stop, cancel: cancel})
+	return l.register(&closingCtx{Context: ctx, end: rctx}, callExit{l: l, stop: stop, cancel: cancel})
 }
 
 // register counts a call that enter derived cctx for, unless the Locker is
@@ -229,27 +229,6 @@ func (l *Locker) register(cctx context.Context, x callExit) (context.Context, ca
 	l.calls++
 	l.mu.Unlock()
 	return cctx, x, nil
-}
-
-// valuesCtx is a context whose end is its Context's, and whose values are
-// those of values after its Context's (enterRelease: a release keeps its
-// caller's values, not its end).
-type valuesCtx struct {
-	context.Context
-	values context.Context
-}
-
-// Value looks in the context that ends the call first: it holds no values
-// of its own (its parents are grace and context.Background), but it answers
-// the context package's lookup of the nearest cancellable context, so that
-// context.Cause finds its cause and a context derived from this one is
-// cancelled by it directly, without a goroutine or a callback; the
-// caller's own cancellable context is never found.
-func (c *valuesCtx) Value(key any) any {
-	if v := c.Context.Value(key); v != nil {
-		return v
-	}
-	return c.values.Value(key)
 }
 
 // callExit ends a call that enter registered.
@@ -279,10 +258,12 @@ func (x callExit) done() {
 	l.mu.Unlock()
 }
 
-// closingCtx is the context of a call whose caller's context never ends
-// (its Done is nil): the caller's values, and the end of the Locker's life
-// or grace (end). That is what context.WithCancelCause with a
-// context.AfterFunc on end would give, without either.
+// closingCtx is a call's context that has its caller's values and the end
+// of another context (end): for a caller's context that never ends (its
+// Done is nil), the Locker's life or grace, which is what
+// context.WithCancelCause with a context.AfterFunc on end would give,
+// without either; for a release (enterRelease), the context derived under
+// grace that also ends releaseGrace after the caller's.
 type closingCtx struct {
 	context.Context // the caller's
 	end             context.Context
@@ -291,11 +272,16 @@ type closingCtx struct {
 func (c *closingCtx) Done() <-chan struct{} { return c.end.Done() }
 func (c *closingCtx) Err() error            { return c.end.Err() }
 
-// Value looks in end first: it has no values, its parent being
-// context.Background, but it answers the context package's own lookup of
-// the nearest cancellable context, so that context.Cause finds end's cause
-// (ErrClosed) and a context derived from this one is cancelled by end
-// directly, without a goroutine or a callback.
+// Deadline is end's (none): the caller's context either never ends
+// (enter) or is outlived on purpose (enterRelease).
+func (c *closingCtx) Deadline() (time.Time, bool) { return c.end.Deadline() }
+
+// Value looks in end first: it has no values, its parents being grace or
+// life and context.Background, but it answers the context package's own
+// lookup of the nearest cancellable context, so that context.Cause finds
+// end's cause (ErrClosed) and a context derived from this one is cancelled
+// by end directly, without a goroutine or a callback; the caller's own
+// cancellable context is never found.
 func (c *closingCtx) Value(key any) any {
 	if v := c.end.Value(key); v != nil {
 		return v

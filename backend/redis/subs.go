@@ -84,10 +84,6 @@ func (s *subscriptions) watch(ctx context.Context, channel, owner string, linger
 	return nil, driver.Unavailable(fmt.Errorf("redis: subscribing to releases: %w", lastErr))
 }
 
-// joinLive returns a watch on channel for owner (lingering, as watch's)
-// when the channel is already subscribed and confirmed on a live
-// connection, without any I/O; else nil. A message published after it
-// returns is seen.
 // subscribed reports whether any connection of s has a subscription,
 // live or lingering: when none has, joinLive finds nothing, and the caller
 // need not make the channel's name.
@@ -110,6 +106,10 @@ func (s *subscriptions) subscribed() bool {
 	return len(one.chans) > 0
 }
 
+// joinLive returns a watch on channel for owner (lingering, as watch's)
+// when the channel is already subscribed and confirmed on a live
+// connection, without any I/O; else nil. A message published after it
+// returns is seen.
 func (s *subscriptions) joinLive(ctx context.Context, channel, owner string) *watch {
 	addr := ""
 	if s.cluster != nil {
