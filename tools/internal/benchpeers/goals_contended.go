@@ -253,12 +253,15 @@ func etcdRateWhy(run goalRun, missed []sized) string {
 }
 
 func zkRateWhy(run goalRun, missed []sized) string {
-	return "Both are a line of sequential nodes, each waiter watching the node before its own. A woken waiter of ours lists " +
-		"the children again after a sync (so that the listing is the leader's), and the fencing token takes an exists request " +
-		"(go-zookeeper's Create does not return the node's zxid). " + on(run) + each(missed, func(s sized) string {
+	return "Both are a line of sequential nodes, each waiter watching the node before its own, and a woken waiter of either " +
+		"lists the children once before it holds the lock. Ours also sends an exists request on its own node, alongside its " +
+		"first listing: the fencing token (go-zookeeper's Create does not return the node's zxid) and the watch that " +
+		"reports the hold's loss. That request is not on the handoff's path; the workers' CPU is, on cores they share. " +
+		on(run) + each(missed, func(s sized) string {
 		return fmt.Sprintf("at %d processes a cycle took %.2f ms against %.2f ms for zk.Lock, with %s packets per acquisition "+
-			"against %s and a handoff p99 of %s against %s ms", s.n, cycleMs(s.d), cycleMs(s.b), fnum(s.d.CmdsPerAcq, 1),
-			fnum(s.b.CmdsPerAcq, 1), fnum(s.d.HandoffP99, 2), fnum(s.b.HandoffP99, 2))
+			"against %s, a handoff p99 of %s against %s ms and the workers' CPU %s against %s µs per acquisition", s.n,
+			cycleMs(s.d), cycleMs(s.b), fnum(s.d.CmdsPerAcq, 1), fnum(s.b.CmdsPerAcq, 1), fnum(s.d.HandoffP99, 2),
+			fnum(s.b.HandoffP99, 2), fnum(s.d.ClientCPU, 0), fnum(s.b.ClientCPU, 0))
 	})
 }
 

@@ -61,12 +61,34 @@ func holdsShort(r *Result, cores string) string {
 			"the %d holds already taken went first and none was lost, and the next acquisition failed (the error column) "+
 			"because the servers could no longer answer it in time.", need, cores, r.Held)
 	}
-	w := fmt.Sprintf("%s; with the client and the servers on %s cores they fell behind, and %d holds ran out of lease.", need, cores, r.Lost)
+	w := fmt.Sprintf("%s; with the client and the servers on %s cores they fell behind, and %d holds ran out of lease", need, cores, r.Lost)
+	switch {
+	case r.LostAcquiring == r.Lost:
+		w += " while acquiring went on."
+	case r.LostAcquiring > 0:
+		w += fmt.Sprintf(", %d of them while acquiring went on.", r.LostAcquiring)
+	default:
+		w += ", all after acquiring ended."
+	}
 	if r.Held < r.Holds {
 		w += fmt.Sprintf(" Acquiring stopped at %d of %d: the next acquisition failed (the error column) because the "+
 			"servers could no longer answer it in time.", r.Held, r.Holds)
 	}
-	return w
+	return w + heldCores(r, cores)
+}
+
+// heldCores says how much of the machine renewing the holds took once all
+// were held: this process's CPU, and the Redis servers' where measured.
+func heldCores(r *Result, cores string) string {
+	switch {
+	case r.HeldClientCores == nil:
+		return ""
+	case r.HeldServerCores == nil:
+		return fmt.Sprintf(" Once all were held, keeping them took %.2f of the %s cores in this process alone (system calls included).",
+			*r.HeldClientCores, cores)
+	}
+	return fmt.Sprintf(" Once all were held, keeping them took %.2f of the %s cores: %.2f in this process and %.2f in the "+
+		"servers' main threads.", *r.HeldClientCores+*r.HeldServerCores, cores, *r.HeldClientCores, *r.HeldServerCores)
 }
 
 // redlockHolds checks goal 4: Redlock takes and keeps 100,000 holds at a

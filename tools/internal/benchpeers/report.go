@@ -350,16 +350,18 @@ func WriteMarkdown(w io.Writer, meta Meta, rs []Result) {
 		p("## many holds: %d keys held through one Locker, kept %v once held (one run each)\n\n", cfg.Holds, cfg.HoldFor)
 		p("Acquired by 32 goroutines within %v; goroutines and live heap measured while all are held, less\n", cfg.AcquireBudget)
 		p("before; lost = holds whose Done closed while held; renew RT = client round trips per hold per second while held (Redis);\n")
-		p("release s = Unlock of all that were held, 32 at a time.\n")
+		p("release s = Unlock of all that were held, 32 at a time; lost acq = of the lost, those lost before the last was acquired;\n")
+		p("cores = CPU seconds a second while all were held, of this process (client) and of the Redis servers' main threads (servers).\n")
 		p("The live heap is what a forced collection found reachable (runtime/metrics /gc/heap/live:bytes); HeapAlloc after\n")
 		p("it would also count the renewals' garbage allocated while it ran, which no hold keeps.\n\n")
-		p("| system | TTL | held | acquire s | release s | goroutines/hold | heap B/hold | lost | renew RT/hold/s | error |\n|---|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
+		p("| system | TTL | held | acquire s | release s | goroutines/hold | heap B/hold | lost | lost acq | renew RT/hold/s | client cores | server cores | error |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 		for _, r := range rs {
 			if r.Scenario != ScenManyHolds {
 				continue
 			}
-			p("| %s | %s | %d/%d | %.1f | %.1f | %.3f | %.0f | %d | %s | %s |\n", r.System, r.TTL, r.Held, r.Holds, r.AcquireSeconds,
-				r.ReleaseSeconds, r.GoroutinesPerHold, r.HeapPerHold, r.Lost, fnum(r.RenewRTPerHoldSec, 3), r.Error)
+			p("| %s | %s | %d/%d | %.1f | %.1f | %.3f | %.0f | %d | %d | %s | %s | %s | %s |\n", r.System, r.TTL, r.Held, r.Holds,
+				r.AcquireSeconds, r.ReleaseSeconds, r.GoroutinesPerHold, r.HeapPerHold, r.Lost, r.LostAcquiring,
+				fnum(r.RenewRTPerHoldSec, 3), fnum(r.HeldClientCores, 2), fnum(r.HeldServerCores, 2), r.Error)
 		}
 		p("\n")
 	}

@@ -97,7 +97,12 @@ type Result struct {
 	GoroutinesPerHold float64  `json:"goroutines_per_hold,omitempty"`
 	HeapPerHold       float64  `json:"heap_bytes_per_hold,omitempty"`
 	Lost              int      `json:"lost,omitempty"`
+	LostAcquiring     int      `json:"lost_acquiring,omitempty"` // of Lost, those lost before the last was acquired
 	RenewRTPerHoldSec *float64 `json:"renew_round_trips_per_hold_per_sec,omitempty"`
+	// while all were held: the CPU this process used, and the Redis
+	// servers' main threads (where known), in cores (CPU seconds a second)
+	HeldClientCores *float64 `json:"held_client_cores,omitempty"`
+	HeldServerCores *float64 `json:"held_server_cores,omitempty"`
 
 	// uncontended-paired: the peer's rate over its blocks, and System's
 	// rate over the peer's for each pair of blocks
@@ -619,10 +624,26 @@ func runManyHolds(ctx context.Context, cfg Config, s system, ttl time.Duration) 
 	if e, _ := firstErr.Load().(error); e != nil {
 		r.Error = "lock: " + e.Error()
 	}
+	r.LostAcquiring = countLost(held)
 	rt0 := c.roundTrips()
+	var srv0, srv1 uint64
+	cnt := newCounter(s.store, cfg.Endpoints)
+	if cnt != nil {
+		defer cnt.close()
+		_, _, srv0, _ = cnt.sample(ctx)
+	}
+	cpu0 := processCPU()
 	t0 := time.Now()
 	time.Sleep(cfg.HoldFor)
 	held1 := time.Since(t0)
+	client := (processCPU() - cpu0).Seconds() / held1.Seconds()
+	r.HeldClientCores = &client
+	if cnt != nil {
+		if _, _, srv1, err = cnt.sample(ctx); err == nil && srv0 > 0 && srv1 > srv0 {
+			v := float64(srv1-srv0) / 1e6 / held1.Seconds()
+			r.HeldServerCores = &v
+		}
+	}
 	g1, heap1 := usage()
 	if cfg.HeapProfile != "" {
 		if err := writeHeapProfile(cfg.HeapProfile, s.name, r.TTL); err != nil {
@@ -681,6 +702,19 @@ func runManyHolds(ctx context.Context, cfg Config, s system, ttl time.Duration) 
 		r.Error = fmt.Sprintf("%d Unlocks failed, the first: %v", r.ReleaseErrors, relErr)
 	}
 	return r
+}
+
+// countLost counts the holds whose Done has closed.
+func countLost(held []*dlock.Mutex) int {
+	n := 0
+	for _, m := range held {
+		select {
+		case <-m.Done():
+			n++
+		default:
+		}
+	}
+	return n
 }
 
 // writeHeapProfile writes the heap profile to base, the system and ttl
