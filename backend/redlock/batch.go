@@ -356,7 +356,7 @@ func (b *batcher) enqueue(c *call) {
 }
 
 // weight is what c costs the instance, counted against maxPipeline: a
-// RenewMany renews one key per two arguments.
+// RenewMany renews each of its keys.
 func weight(c *call) int {
 	if c.req.script == redislua.RenewMany {
 		return max(c.req.keyCount(), 1)
@@ -492,26 +492,48 @@ func fold(calls []*call) []unit {
 	units := make([]unit, 0, len(calls))
 	var renewals []*call
 	for _, c := range calls {
-		if c.req.script == redislua.Renew {
+		if c.req.script == redislua.Renew && foldable(c.req) {
 			renewals = append(renewals, c)
 			continue
 		}
 		units = append(units, unit{calls: []*call{c}, script: c.req.script, keys: c.req.keys, args: c.req.args, wire: c.req.wire})
 	}
-	switch len(renewals) {
-	case 0:
-	case 1:
-		c := renewals[0]
-		units = append(units, unit{calls: renewals, script: c.req.script, keys: c.req.keys, args: c.req.args})
-	default:
-		keys, args := make([][]string, len(renewals)), make([][]any, len(renewals))
-		for i, c := range renewals {
-			keys[i], args[i] = c.req.keys, c.req.args
+	// One RenewMany per lease: it extends all its keys to the same one.
+	for len(renewals) > 0 {
+		lease := renewals[0].req.args[1]
+		var same, rest []*call
+		for _, c := range renewals {
+			if c.req.args[1] == lease {
+				same = append(same, c)
+			} else {
+				rest = append(rest, c)
+			}
 		}
-		ks, as := redislua.RenewManyArgs(keys, args)
-		units = append(units, unit{calls: renewals, folded: true, script: redislua.RenewMany, keys: ks, args: as})
+		renewals = rest
+		if len(same) == 1 {
+			c := same[0]
+			units = append(units, unit{calls: same, script: c.req.script, keys: c.req.keys, args: c.req.args})
+			continue
+		}
+		keys, owners := make([]string, len(same)), make([]string, len(same))
+		for i, c := range same {
+			keys[i], owners[i] = c.req.keys[0], c.req.args[0].(string)
+		}
+		ks, as := redislua.RenewManyArgs(keys, owners, lease.(int64))
+		units = append(units, unit{calls: same, folded: true, script: redislua.RenewMany, keys: ks, args: as})
 	}
 	return units
+}
+
+// foldable says whether r is a Renew as RenewArgs builds it (one key; its
+// owner and lease), which fold may send as part of a RenewMany.
+func foldable(r request) bool {
+	if r.wire != nil || len(r.keys) != 1 || len(r.args) != 2 {
+		return false
+	}
+	_, owner := r.args[0].(string)
+	_, lease := r.args[1].(int64)
+	return owner && lease
 }
 
 // processor is what a client and a pipeline have in common for sending

@@ -1,7 +1,9 @@
 package redlock
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,5 +187,37 @@ func TestBatcherWeighsRenewMany(t *testing.T) {
 	}
 	if p := b.take(time.Now()); len(p) != 0 {
 		t.Fatal("calls left over")
+	}
+}
+
+// fold sends a pipeline's single renewals as one RenewMany per lease (a
+// RenewMany extends all its keys to one lease), and a renewal alone at its
+// lease as it came; each call keeps its own key, owner and lease.
+func TestFoldGroupsRenewalsByLease(t *testing.T) {
+	renew := func(key string, lease int64) *call {
+		keys, args := redislua.RenewArgs(key, "owner-"+key, lease)
+		return &call{req: request{script: redislua.Renew, keys: keys, args: args}}
+	}
+	acq := &call{req: request{script: redislua.Acquire}}
+	calls := []*call{renew("a", 3000), acq, renew("b", 9000), renew("c", 3000), renew("d", 3000)}
+	units := fold(calls)
+	if len(units) != 3 || units[0].calls[0] != acq {
+		t.Fatalf("%d units; want the acquire, a RenewMany at 3000 ms and the renewal at 9000 ms alone", len(units))
+	}
+	many, single := units[1], units[2]
+	if !many.folded || many.script != redislua.RenewMany || len(many.calls) != 3 {
+		t.Fatalf("first renewal unit: folded %v, %d calls; want a RenewMany of a, c and d", many.folded, len(many.calls))
+	}
+	wantArgs := []any{int64(3000), "owner-a", "owner-c", "owner-d"}
+	if strings.Join(many.keys, ",") != "a,c,d" || fmt.Sprint(many.args) != fmt.Sprint(wantArgs) {
+		t.Fatalf("RenewMany keys %v args %v; want [a c d] %v", many.keys, many.args, wantArgs)
+	}
+	if single.folded || single.script != redislua.Renew || single.keys[0] != "b" || single.args[1] != int64(9000) {
+		t.Fatalf("the renewal at another lease: %+v; want b's Renew as it came", single)
+	}
+	// A renewal whose arguments are not RenewArgs' goes alone.
+	odd := &call{req: request{script: redislua.Renew, keys: []string{"e"}, args: []any{"owner-e", "3000"}}}
+	if units := fold([]*call{renew("a", 3000), odd}); len(units) != 2 || units[0].folded || units[1].folded {
+		t.Fatalf("%d units; want two single renewals", len(units))
 	}
 }

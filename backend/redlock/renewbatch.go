@@ -51,10 +51,15 @@ func (d *Driver) RenewBatch(ctx context.Context, hs []driver.Hold) ([]time.Durat
 		return ttls, errs
 	}
 	sts := make([]*attempt, len(hs))
-	// Holds renewable on the same instances (usually all of them) share
-	// their requests: a chunk's RenewMany is built once and sent to each.
-	groups := map[uint64][]int{}
-	var order []uint64
+	// Holds renewable on the same instances (usually all of them), at the
+	// same lease, share their requests: a chunk's RenewMany is built once
+	// and sent to each.
+	type group struct {
+		set   uint64
+		lease int64
+	}
+	groups := map[group][]int{}
+	var order []group
 	timeout := time.Duration(0)
 	for i, h := range hs {
 		st, err := state(h)
@@ -66,9 +71,9 @@ func (d *Driver) RenewBatch(ctx context.Context, hs []driver.Hold) ([]time.Durat
 		if t := d.timeout(st.ttl); timeout == 0 || t < timeout {
 			timeout = t
 		}
-		g := uint64(i) // with 64 instances or more, a group of its own
+		g := group{set: uint64(i), lease: st.ttl.Milliseconds()} // with 64 instances or more, a group of its own
 		if len(d.inst) < 64 {
-			g = st.renewableSet()
+			g.set = st.renewableSet()
 		}
 		if _, ok := groups[g]; !ok {
 			order = append(order, g)
@@ -127,21 +132,22 @@ func (d *Driver) RenewBatch(ctx context.Context, hs []driver.Hold) ([]time.Durat
 	return ttls, errs
 }
 
-// renewManyRequest is RenewMany for the holds chunk of sts: each hold's
-// Renew (renewRequest) keys and arguments, one after the other, as one
-// command line (request.wire) that every instance's pipeline sends as it
-// is: with thousands of holds renewed each second, building the arguments
-// once per chunk rather than once per instance spares go-redis a copy and
-// a boxed key per hold and instance, and the collector that garbage.
+// renewManyRequest is RenewMany for the holds chunk of sts, which share
+// their lease: the holds' lock keys, the lease, and each hold's owner, as
+// one command line (request.wire) that every instance's pipeline sends as
+// it is: with thousands of holds renewed each second, building the
+// arguments once per chunk rather than once per instance spares go-redis a
+// copy and a boxed key per hold and instance, and the collector that
+// garbage.
 func renewManyRequest(sts []*attempt, chunk []int) request {
-	wire := make([]any, 0, 3+3*len(chunk))
+	wire := make([]any, 0, 4+2*len(chunk))
 	wire = append(wire, "evalsha", redislua.RenewMany.Hash(), len(chunk))
 	for _, i := range chunk {
 		wire = append(wire, sts[i].lock)
 	}
+	wire = append(wire, sts[chunk[0]].ttl.Milliseconds())
 	for _, i := range chunk {
-		st := sts[i]
-		wire = append(wire, st.owner, st.ttl.Milliseconds())
+		wire = append(wire, sts[i].owner)
 	}
 	return request{script: redislua.RenewMany, wire: wire}
 }

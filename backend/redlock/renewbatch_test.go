@@ -232,3 +232,50 @@ func TestRenewBatchLoadsTheScriptAgain(t *testing.T) {
 		}
 	}
 }
+
+// Holds of different leases renewed in one batch each get their own: a
+// RenewMany extends all its keys to one lease, so the batch sends one per
+// lease, and no hold's lease is stretched or cut to another's.
+func TestRenewBatchKeepsEachLease(t *testing.T) {
+	hosts := hostsOf(t, endpoint(t))
+	prefix := testPrefix()
+	d, err := redlock.NewDriver(adminClients(t, hosts), redlock.Config{Prefix: prefix, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	ctx := context.Background()
+	leases := []time.Duration{4 * time.Second, time.Minute, 4 * time.Second, 20 * time.Second, time.Minute}
+	hs := make([]driver.Hold, 60)
+	for i := range hs {
+		h, err := d.TryAcquire(ctx, driver.Request{Key: "lease-" + strconv.Itoa(i), TTL: leases[i%len(leases)], Owner: "o" + strconv.Itoa(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs[i] = h
+	}
+	t.Cleanup(func() {
+		for _, h := range hs {
+			_ = d.Release(context.Background(), h)
+		}
+	})
+	time.Sleep(1500 * time.Millisecond) // so that a renewal to its own lease shows
+	ttls, errs := d.RenewBatch(ctx, hs)
+	for i := range hs {
+		if errs[i] != nil || ttls[i] <= 0 {
+			t.Fatalf("hold %d: ttl %v, %v; want it renewed", i, ttls[i], errs[i])
+		}
+	}
+	for _, c := range adminClients(t, hosts) {
+		for i := range hs {
+			lease := leases[i%len(leases)]
+			pttl, err := c.PTTL(ctx, prefix+"l:lease-"+strconv.Itoa(i)).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pttl > lease || pttl < lease-time.Second {
+				t.Fatalf("%s: hold %d of a %v lease has %v left after its renewal; want about its own lease", c.Options().Addr, i, lease, pttl)
+			}
+		}
+	}
+}

@@ -17,10 +17,12 @@ import (
 // header is what a script's .lua file says of its arguments in the
 // comment that opens it, lines "-- KEYS[n]  ..." and "-- ARGV[n]  ...":
 // how many of each (n from 1 up, none missing), or that the script takes a
-// list (KEYS[i]).
+// list (KEYS[i]), with perKey ARGV for each key after the argv fixed ones
+// (ARGV[2i-1] and ARGV[2i]: two a key; ARGV[i + 1]: one).
 type header struct {
 	keys, argv int
 	list       bool
+	perKey     int
 }
 
 var (
@@ -42,6 +44,9 @@ func parseScript(name, src string) (header, map[string]bool, error) {
 		n, err := strconv.Atoi(m[2])
 		if err != nil {
 			h.list = true // KEYS[i], ARGV[2i]: a list
+			if m[1] == "ARGV" {
+				h.perKey++
+			}
 			continue
 		}
 		count := &h.keys
@@ -78,7 +83,7 @@ func arguments() map[string][][2]int {
 		"release.lua": {n(ReleaseArgs("l", "c", "o", Publish, "m")), nc(ReleaseQueueCall(NewQueueHold(NewQueueSite(Publish, "i", "m"), k, "o", 1), true, true)),
 			n(ReleaseHandoffArgs(k, "o", Publish, "m", "1"))},
 		"renew.lua":       {n(RenewArgs("l", "o", 1))},
-		"renewmany.lua":   {n(RenewManyArgs([][]string{{"a"}, {"b"}}, [][]any{{"o", 1}, {"p", 2}}))},
+		"renewmany.lua":   {n(RenewManyArgs([]string{"a", "b"}, []string{"o", "p"}, 1))},
 		"inspect.lua":     {n(InspectArgs("l", "f", "m", "c", true, Publish, "m")), n(InspectQueueArgs(k, true, Publish, "m"))},
 		"queue.lua":       {nc(QueueCall(NewQueueHold(NewQueueSite(Publish, "i", ""), k, "o", 1), "m", true, "a"))},
 		"record.lua":      {n(RecordArgs("r", "v"))},
@@ -148,8 +153,8 @@ func checkHeaders(files fs.FS, args map[string][][2]int) []string {
 		var most [2]int
 		for _, c := range built {
 			if h.list {
-				if c[0] == 0 || c[1] != 2*c[0] {
-					errorf("%s: Go builds %d KEYS and %d ARGV; its header says two ARGV a key", name, c[0], c[1])
+				if c[0] == 0 || c[1] != h.argv+h.perKey*c[0] {
+					errorf("%s: Go builds %d KEYS and %d ARGV; its header says %d ARGV and %d a key", name, c[0], c[1], h.argv, h.perKey)
 				}
 				continue
 			}
@@ -183,6 +188,7 @@ func TestHeadersCheckFindsDisagreement(t *testing.T) {
 	const ok = "-- KEYS[1]  k\n-- ARGV[1]  a\n-- ARGV[2]  b\n-- #include frag.lua\nredis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
 	const frag = "-- a fragment\nlocal function f() return 1 end\n"
 	args := map[string][][2]int{"s.lua": {{1, 2}}}
+	const list = "-- KEYS[i]  k\n-- ARGV[1]  t\n-- ARGV[i + 1]  o\n-- #include frag.lua\nfor i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[i + 1], 'PX', ARGV[1]) end\n"
 	for _, c := range []struct {
 		name, src, frag string
 		args            map[string][][2]int
@@ -197,6 +203,10 @@ func TestHeadersCheckFindsDisagreement(t *testing.T) {
 		{"no Go side", ok, frag, map[string][][2]int{}, "no Go function"},
 		{"Go side of no script", ok, frag, map[string][][2]int{"s.lua": {{1, 2}}, "t.lua": {{1, 1}}}, "not a script"},
 		{"fragment with ARGV", ok, frag + "return ARGV[1]\n", args, "a fragment uses"},
+		{"list", list, frag, map[string][][2]int{"s.lua": {{2, 3}, {1, 2}}}, ""},
+		{"list, an ARGV short", list, frag, map[string][][2]int{"s.lua": {{2, 2}}}, "header says 1 ARGV and 1 a key"},
+		{"list, two ARGV a key", strings.Replace(list, "-- ARGV[i + 1]  o\n", "-- ARGV[2i]  o\n-- ARGV[2i + 1]  p\n", 1), frag,
+			map[string][][2]int{"s.lua": {{2, 3}}}, "header says 1 ARGV and 2 a key"},
 	} {
 		files := fstest.MapFS{"s.lua": {Data: []byte(c.src)}, "frag.lua": {Data: []byte(c.frag)}}
 		errs := checkHeaders(files, c.args)

@@ -80,10 +80,11 @@ var (
 	Release = script("release.lua")
 	// Renew (RenewArgs): KEYS lock; ARGV owner, ttl-ms. Replies 1 or 0.
 	Renew = script("renew.lua")
-	// RenewMany (RenewManyArgs): KEYS lock...; ARGV owner, ttl-ms for each
-	// key. Replies an array of Renew's replies, one per key: 1, 0 or an
-	// error. Its keys are locks of different slots: for a standalone
-	// instance (each of Redlock's), not a Cluster.
+	// RenewMany (RenewManyArgs): KEYS lock...; ARGV ttl-ms, then the owner
+	// of each key. Replies the keys not extended, as pairs of the key's
+	// index and Renew's reply for it, 0 or an error (ParseRenewMany). Its
+	// keys are locks of different slots: for a standalone instance (each of
+	// Redlock's), not a Cluster.
 	RenewMany = script("renewmany.lua")
 	// Inspect (InspectArgs, InspectQueueArgs): KEYS lock, fence, meta
 	// [, channel [, queue, entries [, inbox base]]]; ARGV '' or BREAK,
@@ -325,33 +326,46 @@ func RenewArgs(lockKey, owner string, ttlMs int64) ([]string, []any) {
 	return []string{lockKey}, []any{owner, ttlMs}
 }
 
-// RenewManyArgs returns RenewMany's keys and arguments for the renewals
-// given as Renew's (RenewArgs) keys and arguments.
-func RenewManyArgs(keys [][]string, args [][]any) ([]string, []any) {
-	ks := make([]string, 0, len(keys))
-	as := make([]any, 0, 2*len(args))
-	for i := range keys {
-		ks = append(ks, keys[i]...)
-		as = append(as, args[i]...)
+// RenewManyArgs returns RenewMany's keys and arguments: the lock keys,
+// each with its owner (owners[i] is the owner of keys[i]), all extended to
+// the same lease.
+func RenewManyArgs(keys, owners []string, ttlMs int64) ([]string, []any) {
+	as := make([]any, 0, 1+len(owners))
+	as = append(as, ttlMs)
+	for _, o := range owners {
+		as = append(as, o)
 	}
-	return ks, as
+	return keys, as
 }
 
-// ParseRenewMany splits RenewMany's reply into one (reply, error) per key,
-// each as Renew alone would have answered. A reply in an unexpected shape
-// is an error.
+// renewed is Renew's reply for a key RenewMany extended.
+var renewed any = int64(1)
+
+// ParseRenewMany turns RenewMany's reply for n keys into one (reply,
+// error) per key, each as Renew alone would have answered: 1 for a key
+// the reply does not list, else the 0 or the error it lists. A reply in
+// an unexpected shape is an error.
 func ParseRenewMany(v any, n int) ([]any, []error, error) {
 	s, ok := v.([]any)
-	if !ok || len(s) != n {
+	if !ok || len(s)%2 != 0 || len(s) > 2*n {
 		return nil, nil, fmt.Errorf("redislua: unexpected renew-many reply of %T for %d keys", v, n)
 	}
-	errs := make([]error, n)
-	for i, e := range s {
-		if err, ok := e.(error); ok {
-			s[i], errs[i] = nil, err
-		}
+	vals, errs := make([]any, n), make([]error, n)
+	for i := range vals {
+		vals[i] = renewed
 	}
-	return s, errs, nil
+	for j := 0; j < len(s); j += 2 {
+		i, ok := s[j].(int64)
+		if !ok || i < 1 || i > int64(n) {
+			return nil, nil, fmt.Errorf("redislua: renew-many reply names key %v of %d", s[j], n)
+		}
+		if err, ok := s[j+1].(error); ok {
+			vals[i-1], errs[i-1] = nil, err
+			continue
+		}
+		vals[i-1] = s[j+1]
+	}
+	return vals, errs, nil
 }
 
 // AcquireReply is Acquire's decoded reply.

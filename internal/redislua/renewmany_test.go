@@ -23,15 +23,10 @@ func TestRenewManyAnswersPerKey(t *testing.T) {
 	c.Set(ctx, k(1), "someone else", time.Second) // another owner's
 	// k(2) is missing
 	c.HSet(ctx, k(3), "field", "value")  // not a lock
-	c.Set(ctx, k(4), "a", 5*time.Second) // ours, with its own TTL
+	c.Set(ctx, k(4), "b", 5*time.Second) // ours, another owner string
 
-	var keys [][]string
-	var args [][]any
-	for i, ttl := range []time.Duration{time.Hour, time.Hour, time.Hour, time.Hour, 2 * time.Hour} {
-		ks, as := RenewArgs(k(i), "a", Millis(ttl))
-		keys, args = append(keys, ks), append(args, as)
-	}
-	ks, as := RenewManyArgs(keys, args)
+	keys := []string{k(0), k(1), k(2), k(3), k(4)}
+	ks, as := RenewManyArgs(keys, []string{"a", "a", "a", "a", "b"}, Millis(time.Hour))
 	v, err := RenewMany.Run(ctx, c, ks, as...).Result()
 	if err != nil {
 		t.Fatalf("RenewMany: %v", err)
@@ -59,8 +54,8 @@ func TestRenewManyAnswersPerKey(t *testing.T) {
 	if pttl := c.PTTL(ctx, k(0)).Val(); pttl < 30*time.Minute {
 		t.Fatalf("our lock's PTTL %v after RenewMany; want about an hour", pttl)
 	}
-	if pttl := c.PTTL(ctx, k(4)).Val(); pttl < 90*time.Minute {
-		t.Fatalf("our second lock's PTTL %v; want about its own two hours", pttl)
+	if pttl := c.PTTL(ctx, k(4)).Val(); pttl < 30*time.Minute {
+		t.Fatalf("our second lock's PTTL %v after RenewMany; want about an hour", pttl)
 	}
 	if pttl := c.PTTL(ctx, k(1)).Val(); pttl > time.Second {
 		t.Fatalf("another owner's lock has PTTL %v after RenewMany; want it unchanged", pttl)
@@ -71,7 +66,51 @@ func TestRenewManyAnswersPerKey(t *testing.T) {
 	if v := c.HGet(ctx, k(3), "field").Val(); v != "value" {
 		t.Fatalf("hash changed: field=%q", v)
 	}
-	if _, _, err := ParseRenewMany(v, len(keys)+1); err == nil {
-		t.Fatal("a reply of the wrong length parsed")
+	for _, bad := range []any{
+		int64(1),                  // not an array
+		[]any{int64(2)},           // half a pair
+		[]any{int64(6), int64(0)}, // no sixth key
+		[]any{int64(0), int64(0)}, // indexes count from 1
+		[]any{"2", int64(0)},      // not an index
+		[]any{int64(1), int64(0), int64(1), int64(0), int64(1), int64(0), int64(1), int64(0), int64(1), int64(0), int64(1), int64(0)}, // more pairs than keys
+	} {
+		if _, _, err := ParseRenewMany(bad, len(keys)); err == nil {
+			t.Errorf("reply %#v parsed", bad)
+		}
+	}
+}
+
+// A RenewMany that extends every key replies an empty array, which parses
+// as Renew's 1 for each.
+func TestRenewManyAllExtended(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	lock, _, _ := testKeys(t, c)
+	var keys, owners []string
+	for i := range 3 {
+		k := fmt.Sprintf("%s:%d", lock, i)
+		t.Cleanup(func() { c.Del(context.Background(), k) })
+		c.Set(ctx, k, fmt.Sprint("owner", i), time.Second)
+		keys, owners = append(keys, k), append(owners, fmt.Sprint("owner", i))
+	}
+	ks, as := RenewManyArgs(keys, owners, Millis(time.Hour))
+	v, err := RenewMany.Run(ctx, c, ks, as...).Result()
+	if err != nil {
+		t.Fatalf("RenewMany: %v", err)
+	}
+	if s, ok := v.([]any); !ok || len(s) != 0 {
+		t.Fatalf("reply %#v; want an empty array", v)
+	}
+	vals, errs, err := ParseRenewMany(v, len(keys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		if ok, err := ParseFlag(vals[i]); errs[i] != nil || err != nil || !ok {
+			t.Fatalf("key %d: %v, %v, %v; want renewed", i, vals[i], errs[i], err)
+		}
+		if pttl := c.PTTL(ctx, keys[i]).Val(); pttl < 30*time.Minute {
+			t.Fatalf("key %d: PTTL %v; want about an hour", i, pttl)
+		}
 	}
 }
