@@ -165,25 +165,34 @@ func countCommands(b *testing.B, hosts []string, body func() int) {
 func commandStats(b testing.TB, admin []*goredis.Client) map[string]int64 {
 	b.Helper()
 	out := map[string]int64{}
+	eachInfo(b, admin, "commandstats", func(name, rest string) {
+		if !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" {
+			return
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		n, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			b.Fatalf("INFO commandstats %s:%s: %v", name, rest, err)
+		}
+		out[strings.TrimPrefix(name, "cmdstat_")] += n
+	})
+	return out
+}
+
+// eachInfo calls f with each field of INFO section on every client.
+func eachInfo(b testing.TB, admin []*goredis.Client, section string, f func(name, value string)) {
+	b.Helper()
 	for _, c := range admin {
-		info, err := c.Info(context.Background(), "commandstats").Result()
+		info, err := c.Info(context.Background(), section).Result()
 		if err != nil {
 			b.Fatal(err)
 		}
 		for _, line := range strings.Split(info, "\n") {
-			name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-			if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" {
-				continue
+			if name, value, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+				f(name, value)
 			}
-			calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
-			n, err := strconv.ParseInt(calls, 10, 64)
-			if err != nil {
-				b.Fatalf("INFO commandstats line %q: %v", line, err)
-			}
-			out[strings.TrimPrefix(name, "cmdstat_")] += n
 		}
 	}
-	return out
 }
 
 // casDel is a bare compare-and-delete.
@@ -253,21 +262,14 @@ func BenchmarkRenewBatch(b *testing.B) {
 func mainThreadCPU(b testing.TB, admin []*goredis.Client) int64 {
 	b.Helper()
 	var total float64
-	for _, c := range admin {
-		info, err := c.Info(context.Background(), "cpu").Result()
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, line := range strings.Split(info, "\n") {
-			name, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-			if name == "used_cpu_sys_main_thread" || name == "used_cpu_user_main_thread" {
-				f, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					b.Fatalf("INFO cpu line %q: %v", line, err)
-				}
-				total += f
+	eachInfo(b, admin, "cpu", func(name, value string) {
+		if name == "used_cpu_sys_main_thread" || name == "used_cpu_user_main_thread" {
+			f, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				b.Fatalf("INFO cpu %s:%s: %v", name, value, err)
 			}
+			total += f
 		}
-	}
+	})
 	return int64(total * 1e9)
 }

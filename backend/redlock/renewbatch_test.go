@@ -65,9 +65,15 @@ func hookedClients(t *testing.T, perCmd bool) ([]*redis.Client, *atomic.Int64) {
 // owner, and releases them when the test ends.
 func acquireMany(t testing.TB, d *redlock.Driver, prefix string, n int) []driver.Hold {
 	t.Helper()
+	return acquireLeases(t, d, prefix, n, func(int) time.Duration { return 10 * time.Second })
+}
+
+// acquireLeases is acquireMany with hold i's lease lease(i).
+func acquireLeases(t testing.TB, d *redlock.Driver, prefix string, n int, lease func(i int) time.Duration) []driver.Hold {
+	t.Helper()
 	hs := make([]driver.Hold, n)
 	for i := range hs {
-		h, err := d.TryAcquire(context.Background(), driver.Request{Key: prefix + strconv.Itoa(i), TTL: 10 * time.Second, Owner: "o" + strconv.Itoa(i)})
+		h, err := d.TryAcquire(context.Background(), driver.Request{Key: prefix + strconv.Itoa(i), TTL: lease(i), Owner: "o" + strconv.Itoa(i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,19 +252,7 @@ func TestRenewBatchKeepsEachLease(t *testing.T) {
 	t.Cleanup(func() { _ = d.Close() })
 	ctx := context.Background()
 	leases := []time.Duration{4 * time.Second, time.Minute, 4 * time.Second, 20 * time.Second, time.Minute}
-	hs := make([]driver.Hold, 60)
-	for i := range hs {
-		h, err := d.TryAcquire(ctx, driver.Request{Key: "lease-" + strconv.Itoa(i), TTL: leases[i%len(leases)], Owner: "o" + strconv.Itoa(i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		hs[i] = h
-	}
-	t.Cleanup(func() {
-		for _, h := range hs {
-			_ = d.Release(context.Background(), h)
-		}
-	})
+	hs := acquireLeases(t, d, "lease-", 60, func(i int) time.Duration { return leases[i%len(leases)] })
 	time.Sleep(1500 * time.Millisecond) // so that a renewal to its own lease shows
 	ttls, errs := d.RenewBatch(ctx, hs)
 	for i := range hs {
