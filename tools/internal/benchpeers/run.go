@@ -624,7 +624,7 @@ func runManyHolds(ctx context.Context, cfg Config, s system, ttl time.Duration) 
 	if e, _ := firstErr.Load().(error); e != nil {
 		r.Error = "lock: " + e.Error()
 	}
-	r.LostAcquiring = countLost(held)
+	r.LostAcquiring, _ = lostOf(held)
 	rt0 := c.roundTrips()
 	var srv0, srv1 uint64
 	cnt := newCounter(s.store, cfg.Endpoints)
@@ -654,15 +654,9 @@ func runManyHolds(ctx context.Context, cfg Config, s system, ttl time.Duration) 
 		v := float64(c.roundTrips()-rt0) / float64(len(held)) / held1.Seconds()
 		r.RenewRTPerHoldSec = &v
 	}
-	for _, m := range held {
-		select {
-		case <-m.Done():
-			r.Lost++
-			if r.Lost == 1 && r.Error == "" {
-				r.Error = fmt.Sprintf("first loss: %v", m.Err())
-			}
-		default:
-		}
+	var first error
+	if r.Lost, first = lostOf(held); first != nil && r.Error == "" {
+		r.Error = fmt.Sprintf("first loss: %v", first)
 	}
 	if len(held) > 0 {
 		r.GoroutinesPerHold = float64(g1-g0) / float64(len(held))
@@ -704,17 +698,19 @@ func runManyHolds(ctx context.Context, cfg Config, s system, ttl time.Duration) 
 	return r
 }
 
-// countLost counts the holds whose Done has closed.
-func countLost(held []*dlock.Mutex) int {
-	n := 0
+// lostOf counts the holds whose Done has closed, and gives the first
+// one's error.
+func lostOf(held []*dlock.Mutex) (n int, first error) {
 	for _, m := range held {
 		select {
 		case <-m.Done():
-			n++
+			if n++; n == 1 {
+				first = m.Err()
+			}
 		default:
 		}
 	}
-	return n
+	return n, first
 }
 
 // writeHeapProfile writes the heap profile to base, the system and ttl
