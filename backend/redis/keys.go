@@ -22,29 +22,15 @@ type names struct {
 	record    string // the key's record (driver.Recorder); never expires, no lock script touches it
 }
 
-// keyNames returns key's names under prefix. They are cut from one string,
-// one allocation instead of one per name: a Lock makes them every time.
+// keyNames returns key's names under prefix, cut from one string
+// (redislua.CutNames): a Lock makes them every time.
 func keyNames(prefix, key string) names {
 	tag := "{" + prefix + ":" + escapeKey(key) + "}"
-	suffixes := [...]string{":lock", ":fence", ":release", ":meta", ":queue", ":deadlines", ":record"}
-	var b strings.Builder
-	b.Grow(len(suffixes)*len(tag) + 48)
-	var ends [len(suffixes)]int
-	for i, s := range suffixes {
-		b.WriteString(tag)
-		b.WriteString(s)
-		ends[i] = b.Len()
-	}
-	all := b.String()
-	name := func(i int) string {
-		start := 0
-		if i > 0 {
-			start = ends[i-1]
-		}
-		return all[start:ends[i]]
-	}
-	return names{lock: name(0), fence: name(1), channel: name(2), meta: name(3),
-		queue: name(4), deadlines: name(5), record: name(6)}
+	var out [7]string
+	redislua.CutNames(out[:], [][3]string{{tag, ":lock"}, {tag, ":fence"}, {tag, ":release"}, {tag, ":meta"},
+		{tag, ":queue"}, {tag, ":deadlines"}, {tag, ":record"}})
+	return names{lock: out[0], fence: out[1], channel: out[2], meta: out[3],
+		queue: out[4], deadlines: out[5], record: out[6]}
 }
 
 // queueKeys are n for the queue-aware scripts.

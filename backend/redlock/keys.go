@@ -1,10 +1,6 @@
 package redlock
 
-import (
-	"strings"
-
-	"github.com/dlock-go/dlock/internal/redislua"
-)
+import "github.com/dlock-go/dlock/internal/redislua"
 
 // names are the Redis names of one lock key on every instance.
 type names struct {
@@ -24,33 +20,15 @@ type names struct {
 // injective, and locks, counters, channels, queues and records never collide
 // ("a/b", "{", "\x00nul" and 4 KiB keys included).
 //
-// The names are cut from one string: one allocation instead of one per
-// name, and a Lock and its Unlock make them several times.
+// The names are cut from one string (redislua.CutNames): a Lock and its
+// Unlock make them several times.
 func (d *Driver) names(key string) names {
 	p := d.cfg.Prefix
-	tags := [...]string{"l:", "t:", "r:", "m:", "c:", "w:", "e:"}
-	var b strings.Builder
-	b.Grow(len(tags)*(len(p)+2+len(key)) + len(p) + 1)
-	var ends [len(tags) + 1]int
-	for i, t := range tags {
-		b.WriteString(p)
-		b.WriteString(t)
-		b.WriteString(key)
-		ends[i] = b.Len()
-	}
-	b.WriteString(p)
-	b.WriteString("i")
-	ends[len(tags)] = b.Len()
-	all := b.String()
-	name := func(i int) string {
-		start := 0
-		if i > 0 {
-			start = ends[i-1]
-		}
-		return all[start:ends[i]]
-	}
-	return names{lock: name(0), counter: name(1), channel: name(2), meta: name(3), record: name(4),
-		queue: name(5), entries: name(6), inbox: name(7)}
+	var out [8]string
+	redislua.CutNames(out[:], [][3]string{{p, "l:", key}, {p, "t:", key}, {p, "r:", key}, {p, "m:", key},
+		{p, "c:", key}, {p, "w:", key}, {p, "e:", key}, {p, "i"}})
+	return names{lock: out[0], counter: out[1], channel: out[2], meta: out[3], record: out[4],
+		queue: out[5], entries: out[6], inbox: out[7]}
 }
 
 // queueKeys are n for redislua's queue-aware release and inspect scripts.
