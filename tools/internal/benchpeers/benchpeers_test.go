@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -267,5 +268,31 @@ func TestWarmUpRetriesAndReports(t *testing.T) {
 	retries, _, err = warmUp(ctx, f, "k")
 	if err == nil || retries != warmRetries || f.calls != warmRetries+1 {
 		t.Errorf("always failing: retries %d, calls %d, err %v; want %d, %d, an error", retries, f.calls, err, warmRetries, warmRetries+1)
+	}
+}
+
+// TestManyHoldsOrder: many-holds runs every dlock system but the
+// read-write rows, each once, ZooKeeper's last and Consul's before it, the
+// others in report order.
+func TestManyHoldsOrder(t *testing.T) {
+	var got, want []string
+	var consul, zk []string
+	for _, s := range systems {
+		switch {
+		case !s.dlock || s.uncontendedOnly:
+		case s.store == "consul":
+			consul = append(consul, s.name)
+		case s.store == "zk":
+			zk = append(zk, s.name)
+		default:
+			want = append(want, s.name)
+		}
+	}
+	want = append(append(want, consul...), zk...)
+	for _, i := range manyHoldsOrder(systems) {
+		got = append(got, systems[i].name)
+	}
+	if len(zk) == 0 || len(consul) == 0 || !slices.Equal(got, want) {
+		t.Fatalf("many-holds order %q, want %q", got, want)
 	}
 }

@@ -352,6 +352,8 @@ func WriteMarkdown(w io.Writer, meta Meta, rs []Result) {
 		p("before; lost = holds whose Done closed while held; renew RT = client round trips per hold per second while held (Redis);\n")
 		p("release s = Unlock of all that were held, 32 at a time; lost acq = of the lost, those lost before the last was acquired;\n")
 		p("cores = CPU seconds a second while all were held, of this process (client) and of the Redis servers' main threads (servers).\n")
+		p("Each system runs at every TTL before the next, Consul's runs next to last and ZooKeeper's last: both stores go on\n")
+		p("cleaning up for minutes after a run has released its holds, and no other run should share the cores with that.\n")
 		p("The live heap is what a forced collection found reachable (runtime/metrics /gc/heap/live:bytes); HeapAlloc after\n")
 		p("it would also count the renewals' garbage allocated while it ran, which no hold keeps.\n\n")
 		p("| system | TTL | held | acquire s | release s | goroutines/hold | heap B/hold | lost | lost acq | renew RT/hold/s | client cores | server cores | error |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
