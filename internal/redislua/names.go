@@ -9,20 +9,22 @@ import "strings"
 // out and parts must have the same length.
 func CutNames(out []string, parts [][3]string) {
 	size := 0
-	for _, p := range parts {
+	for i := range parts {
+		p := &parts[i]
 		size += len(p[0]) + len(p[1]) + len(p[2])
 	}
 	var b strings.Builder
 	b.Grow(size)
-	for _, p := range parts {
+	for i := range parts {
+		p := &parts[i]
 		b.WriteString(p[0])
 		b.WriteString(p[1])
 		b.WriteString(p[2])
 	}
-	all, start := b.String(), 0
-	for i, p := range parts {
-		end := start + len(p[0]) + len(p[1]) + len(p[2])
-		out[i] = all[start:end]
-		start = end
+	all := b.String()
+	for i := range parts {
+		p := &parts[i]
+		n := len(p[0]) + len(p[1]) + len(p[2])
+		out[i], all = all[:n], all[n:]
 	}
 }
