@@ -318,9 +318,10 @@ func Run(ctx context.Context, cfg Config) []Result {
 // default, so ten minutes for 100,000 keys), and Consul cleans up after
 // the sessions. Taken in the listed order, that work used about 0.1 of
 // the machine's 2 cores through the Redlock and file runs at a 3s TTL,
-// which need all the rest: 86,148 Redlock holds taken within the budget
-// and 9,667 lost, against all taken and none lost in three runs on quiet
-// servers.
+// which need all the rest (one such run took 86,148 Redlock holds within
+// the budget and lost 9,667). It is one disturbance among others: on
+// quiet servers, Redlock runs at 3s still keep every hold in some runs
+// and lose tens of thousands in others.
 func manyHoldsOrder(syss []system) []int {
 	var idx []int
 	for i, s := range syss {
