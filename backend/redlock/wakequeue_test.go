@@ -121,7 +121,10 @@ func requestsPerAcquisition(t *testing.T, raw string, n, total int) float64 {
 // every release (before the wake queue), they grew with the waiters: an
 // attempt of five scripts from each.
 func TestWakeQueueRequestsPerAcquisitionFlat(t *testing.T) {
-	raw := withParams(t, endpoint(t), "prefix", testPrefix())
+	// A generous per-instance timeout, as in the other tests that count
+	// rather than time: under a loaded -race run a release left
+	// unanswered for the default 100ms failed the Unlock, and the test.
+	raw := withParams(t, endpoint(t), "prefix", testPrefix(), "timeout", "2s")
 	two := requestsPerAcquisition(t, raw, 2, 150)
 	eight := requestsPerAcquisition(t, raw, 8, 150)
 	t.Logf("requests per acquisition: %.1f with 2 Lockers, %.1f with 8", two, eight)
