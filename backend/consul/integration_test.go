@@ -252,12 +252,10 @@ func TestLongAndOddKeys(t *testing.T) {
 
 // New uses the caller's client, and Close leaves it usable.
 func TestNewWithOwnClient(t *testing.T) {
-	cfg := api.DefaultConfig()
-	cfg.Address = testURL(t, endpoint(t), "").Host
-	c, err := api.NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// newClient closes the client's idle connections when the test ends,
+	// so a connection it dialed late does not outlive the test and count
+	// against the next one's goroutines.
+	c := newClient(t, endpoint(t))
 	l, err := New(c, Config{Prefix: testPrefix, LockDelay: -1}, dlock.WithTTL(MinTTL))
 	if err != nil {
 		t.Fatal(err)
