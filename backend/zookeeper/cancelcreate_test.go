@@ -24,11 +24,12 @@ func TestCancelledCreateLeavesNothing(t *testing.T) {
 	_, l := lockerOn(t, "zk://"+p.addr()+testPrefix+"?session_timeout=9s")
 	adm := admin(t, raw)
 	key := fmt.Sprintf("cancelled-create/%d", time.Now().UnixNano())
+	keepKeyNode(t, raw, key)
 	m, err := l.NewMutex(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lockNow(t, m) // the key's parent nodes exist from here on
+	lockNow(t, m)
 	if err := m.Unlock(context.Background()); err != nil {
 		t.Fatal(err)
 	}

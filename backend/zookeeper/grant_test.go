@@ -20,17 +20,22 @@ func TestLateCreateGrantIsConfirmedAgain(t *testing.T) {
 	raw := endpoint(t, "DLOCK_ZK_URL", "")
 	p := newProxy(t, hosts(t, raw)[0])
 	// go-zookeeper drops a connection that has received nothing for 2/3
-	// of the session timeout (6s here): the cut stays well below that and
-	// well above the monitor's limit, lossAfter (about 4.4s).
-	const T = 9 * time.Second
+	// of the session timeout (10s here), and the Lock then starts over on
+	// the new connection with nothing late to confirm. The cut stays well
+	// above the monitor's limit, lossAfter (about 7.3s), and more than 2s
+	// below the drop, so a test machine stalled for a second or two (a
+	// loaded CI run) still cuts without dropping. With a 9s timeout the
+	// margin was 1.1s: a test that woke 1.5s late found nothing to confirm.
+	const T = 15 * time.Second
 	cut := lossAfter(T) + 500*time.Millisecond
-	d, l := lockerOn(t, "zk://"+p.addr()+testPrefix+"?session_timeout="+T.String())
 	key := fmt.Sprintf("late-create/%d", time.Now().UnixNano())
+	keepKeyNode(t, raw, key)
+	d, l := lockerOn(t, "zk://"+p.addr()+testPrefix+"?session_timeout="+T.String())
 	m, err := l.NewMutex(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lockNow(t, m) // the key's parent nodes exist from here on
+	lockNow(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := m.Unlock(ctx); err != nil {
@@ -59,10 +64,11 @@ func TestLateCreateGrantIsConfirmedAgain(t *testing.T) {
 func TestLateConfirmationIsAskedAgain(t *testing.T) {
 	raw := endpoint(t, "DLOCK_ZK_URL", "")
 	p := newProxy(t, hosts(t, raw)[0])
-	const T = 9 * time.Second // see TestLateCreateGrantIsConfirmedAgain
+	const T = 15 * time.Second // see TestLateCreateGrantIsConfirmedAgain
 	cut := lossAfter(T) + 500*time.Millisecond
-	d, l := lockerOn(t, "zk://"+p.addr()+testPrefix+"?session_timeout="+T.String())
 	key := fmt.Sprintf("late-confirm/%d", time.Now().UnixNano())
+	keepKeyNode(t, raw, key)
+	d, l := lockerOn(t, "zk://"+p.addr()+testPrefix+"?session_timeout="+T.String())
 	m, err := l.NewMutex(key)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +38,34 @@ func lockNow(t *testing.T, m *dlock.Mutex) {
 	if err := m.Lock(ctx); err != nil {
 		t.Fatalf("Lock(%q): %v", m.Key(), err)
 	}
+}
+
+// keepKeyNode creates key's znode as a persistent node, deleted when the
+// test ends. The driver makes it a container, which the server deletes
+// once it is empty at its periodic sweep (every minute here); a sweep
+// that fell between an Unlock and a create answered late made that
+// create fail with ErrNoNode, and the create sent again after the cut
+// was answered at once, with nothing late left to test (it failed about
+// one run in eight).
+func keepKeyNode(t *testing.T, raw, key string) {
+	t.Helper()
+	kp, err := KeyPath(testPrefix, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := admin(t, raw)
+	p := ""
+	for _, seg := range strings.Split(kp[1:], "/") {
+		p += "/" + seg
+		if _, err := adm.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatalf("create %s: %v", p, err)
+		}
+	}
+	t.Cleanup(func() {
+		if err := adm.Delete(kp, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			t.Errorf("delete %s: %v", kp, err)
+		}
+	})
 }
 
 // onlyNode returns the path of the single lock node of key.
