@@ -226,15 +226,37 @@ func (c counting) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.
 	}
 }
 
-// redisClients opens one go-redis client per host, each counted into n.
+// redisClients opens one go-redis client per host for a peer, each
+// counted into n.
 func redisClients(rawURL string, n *atomic.Int64) ([]*goredis.Client, error) {
+	return redisClientsWith(rawURL, n, func(h string) *goredis.Options {
+		return &goredis.Options{Addr: h, PoolSize: 64}
+	})
+}
+
+// dlockRedisOptions are the options redis:// gives its client: requests
+// end with their context's deadline.
+func dlockRedisOptions(h string) *goredis.Options {
+	return &goredis.Options{Addr: h, ContextTimeoutEnabled: true}
+}
+
+// dlockRedlockOptions are the options redlock:// gives each instance's
+// client: requests end with their per-instance timeout, and retries belong
+// to the Redlock loop.
+func dlockRedlockOptions(h string) *goredis.Options {
+	return &goredis.Options{Addr: h, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1}
+}
+
+// redisClientsWith opens one go-redis client per host with the options
+// opts gives, each counted into n.
+func redisClientsWith(rawURL string, n *atomic.Int64, opts func(host string) *goredis.Options) ([]*goredis.Client, error) {
 	hs, err := hosts(rawURL, "6379")
 	if err != nil {
 		return nil, err
 	}
 	var cs []*goredis.Client
 	for _, h := range hs {
-		c := goredis.NewClient(&goredis.Options{Addr: h, PoolSize: 64})
+		c := goredis.NewClient(opts(h))
 		c.AddHook(counting{n})
 		cs = append(cs, c)
 	}
@@ -487,7 +509,9 @@ func (d *dlockClient) close() error {
 
 func openDlockRedis(ctx context.Context, ep Endpoints, ttl time.Duration) (client, error) {
 	n := new(atomic.Int64)
-	cs, err := redisClients(ep.Redis, n)
+	// The clients are the benchmark's, to count round trips, with the
+	// options the URL opener gives its own.
+	cs, err := redisClientsWith(ep.Redis, n, dlockRedisOptions)
 	if err != nil {
 		return nil, err
 	}
@@ -501,7 +525,7 @@ func openDlockRedis(ctx context.Context, ep Endpoints, ttl time.Duration) (clien
 
 func openDlockRedlock(ctx context.Context, ep Endpoints, ttl time.Duration) (client, error) {
 	n := new(atomic.Int64)
-	cs, err := redisClients(ep.Redlock, n)
+	cs, err := redisClientsWith(ep.Redlock, n, dlockRedlockOptions)
 	if err != nil {
 		return nil, err
 	}
