@@ -21,10 +21,10 @@ import (
 func TestCancelledCreateLeavesNothing(t *testing.T) {
 	raw := endpoint(t, "DLOCK_ZK_URL", "")
 	p := newProxy(t, hosts(t, raw)[0])
+	key := fmt.Sprintf("cancelled-create/%d", time.Now().UnixNano())
+	keepKeyNode(t, raw, key) // before the Locker: deleted after it closes
 	_, l := lockerOn(t, "zk://"+p.addr()+testPrefix+"?session_timeout=9s")
 	adm := admin(t, raw)
-	key := fmt.Sprintf("cancelled-create/%d", time.Now().UnixNano())
-	keepKeyNode(t, raw, key)
 	m, err := l.NewMutex(key)
 	if err != nil {
 		t.Fatal(err)
