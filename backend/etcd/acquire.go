@@ -84,26 +84,35 @@ func (d *drv) Acquire(ctx context.Context, req driver.Request) (_ driver.Hold, e
 		return driver.Hold{}, err
 	}
 	defer leave(&err)
-	h, pred, err := d.enqueue(ctx, req)
-	if err != nil {
-		return driver.Hold{}, err
-	}
-	if pred.key == "" {
-		return d.granted(h, keyWatch{}), nil
-	}
-	own, err := d.wait(ctx, h, pred)
-	if err == nil {
-		err = d.refresh(ctx, h)
-	}
-	if err != nil {
-		d.abandon(ctx, h, err)
-		if cerr := ctx.Err(); cerr != nil {
-			// Queued behind a holder: a deadline, not an outage.
-			err = fmt.Errorf("%w: %w", driver.ErrNotAcquired, cerr)
+	for {
+		h, pred, err := d.enqueue(ctx, req)
+		if err != nil {
+			return driver.Hold{}, err
 		}
-		return driver.Hold{}, err
+		if pred.key == "" {
+			return d.granted(h, keyWatch{}), nil
+		}
+		own, err := d.wait(ctx, h, pred)
+		if err == nil {
+			err = d.refresh(ctx, h)
+		}
+		if err != nil && errors.Is(err, errRetired) && ctx.Err() == nil {
+			// The leader changed while h waited: its lease can no
+			// longer be extended. Queue again on a lease of the new
+			// term rather than be granted a hold that must run out.
+			d.abandon(ctx, h, err)
+			continue
+		}
+		if err != nil {
+			d.abandon(ctx, h, err)
+			if cerr := ctx.Err(); cerr != nil {
+				// Queued behind a holder: a deadline, not an outage.
+				err = fmt.Errorf("%w: %w", driver.ErrNotAcquired, cerr)
+			}
+			return driver.Hold{}, err
+		}
+		return d.granted(h, own), nil
 	}
-	return d.granted(h, own), nil
 }
 
 // incarnation is one life of a queue entry: names are reused (see entry),
@@ -303,6 +312,8 @@ func (d *drv) wait(ctx context.Context, h *hold, pred incarnation) (own keyWatch
 					ka.Reset(keepAliveDelay(h.lease))
 				case leaseGone(err):
 					return own, errQueuedLost
+				case errors.Is(err, errRetired):
+					return own, err
 				case ctx.Err() != nil:
 					return own, ctx.Err()
 				default: // transient: the own-entry watch tells if it expires
@@ -383,7 +394,13 @@ func (d *drv) readQueue(ctx context.Context, h *hold, at int64) (alive bool, pre
 // the last extension, and without this it could be over before it began.
 // etcd's new leader extends every lease, so the lease is usually still
 // there.
+//
+// A waiter whose lease was retired (see lease.retired) gets errRetired: a
+// hold on it would have to run out.
 func (d *drv) refresh(ctx context.Context, h *hold) error {
+	if h.lease.isRetired() {
+		return driver.Unavailable(errRetired)
+	}
 	since, ttl := h.lease.state()
 	if time.Since(since) < ttl/2 {
 		return nil
@@ -514,7 +531,7 @@ func (d *drv) dropOrphan(ctx context.Context, l *lease, key string, resp *client
 // (lease.take) only.
 func (d *drv) confirmed(l *lease, term uint64) {
 	if !l.shared {
-		l.confirm(term)
+		_ = d.leases.confirm(l, term)
 	}
 }
 

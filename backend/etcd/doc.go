@@ -55,8 +55,9 @@
 //     with ErrLockLost instead of waiting for ever (etcd issue 19597).
 //   - Lost quorum: requests fail with ErrUnavailable once their context
 //     ends; a holder that cannot renew sees Done close before its lease
-//     could have expired. After a leader election etcd extends every lease,
-//     so a lease never ends earlier than the client's validity window says.
+//     could have expired. A lease is never extended past the term of the
+//     leader that granted it (see Failover), so etcd never ends it earlier
+//     than the client's validity window says.
 //
 // # Failover, rollback, clocks and partitions
 //
@@ -65,6 +66,23 @@
 //     once a consensus response of the same raft term confirms it (fault
 //     scenario 8 on etcd3: leader killed, paused, and cut off from its
 //     peers).
+//   - Leader change: holds granted before it are lost within a TTL; waiters
+//     queue again. A leader paused past the TTL (a stop signal, a long
+//     stall) wakes up with every lease in its memory, finds them expired,
+//     and has them revoked through the new leader, also the ones the new
+//     leader kept alive meanwhile: their keys vanish while their holders'
+//     windows still run. etcd 3.4.23 and 3.6.16 both do it (3.6 checks its
+//     leadership first only when its raft loop has stopped ticking, and a
+//     woken member ticks at once); the fault suite saw two holders at once
+//     from it. So a lease is extended only by keepalives of the raft term
+//     it was granted in, whose leader's own expiry is never earlier than
+//     the client's. Once a response shows a later term the lease is
+//     retired: its holds are not renewed and are reported lost
+//     (ErrRenewalFailed) before their windows end, a waiter on it queues
+//     again at the back on a lease of the new term, and new entries get
+//     such a lease. A grant whose term is not certain (the leader changed
+//     around it) is revoked and asked for again. TestLeaderPauseEndsEarlierLeases
+//     shows a hold not outliving a paused leader's term.
 //   - Snapshot rollback: etcd acknowledges a write once a quorum has
 //     logged it, so a member killed and restarted on its data, or a
 //     minority that comes back behind, catches up from the leader and does
@@ -254,7 +272,9 @@
 //     the real leader lets it run out (etcd before 3.4.25 and 3.5.8, etcd
 //     issue 15247); without this check the fault suite saw two holders at
 //     once after a leader was paused, about one run in six. A keepalive
-//     answered in an older term is dropped and the renewal tried again.
+//     answered in an older term is dropped and the renewal tried again;
+//     one of a later term than the lease's grant retires the lease (see
+//     Leader change).
 //     Renewals of one hold take turns: a caller's Renew and the watchdog's
 //     never interleave, so a read only ever confirms the keepalive sent
 //     just before it on the same turn, not one another goroutine sent

@@ -2,7 +2,6 @@ package etcd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -183,11 +182,6 @@ func (d *drv) Renew(ctx context.Context, dh driver.Hold) (_ time.Duration, err e
 	return h.ttl(), nil
 }
 
-// errDeposed is returned when a keepalive was answered in an older raft
-// term than the read that followed it: possibly by a leader that had
-// already been replaced, which extends nothing (see extension).
-var errDeposed = errors.New("etcd: keepalive answered by a leader that may have been deposed")
-
 // keepAliveConfirmed keeps h's lease alive once and then reads h's entry,
 // linearizably: the read shows the entry still exists and confirms the
 // keepalive (see extension). A keepalive it cannot confirm is an
@@ -209,8 +203,8 @@ func (d *drv) keepAliveConfirmed(ctx context.Context, h *hold) error {
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev {
 		return fmt.Errorf("etcd: lock entry deleted: %w", driver.ErrLockLost)
 	}
-	if !h.lease.confirm(resp.Header.RaftTerm) {
-		return driver.Unavailable(errDeposed)
+	if err := d.leases.confirm(h.lease, resp.Header.RaftTerm); err != nil {
+		return driver.Unavailable(err)
 	}
 	if h.lease.shared {
 		since, ttl := h.lease.state()

@@ -25,13 +25,7 @@ import (
 func TestLeaderKill(t *testing.T) {
 	e := newEnv(t, "DLOCK_ETCD3_URL")
 	ctx := ctxFor(t, 3*time.Minute)
-	leader, err := launcher.Leader(ctx, "etcd3")
-	if err != nil {
-		if testenv.Required("DLOCK_ETCD3_URL") {
-			t.Fatalf("launcher.Leader(etcd3): %v", err)
-		}
-		t.Skipf("etcd3 is not run by the launcher (make up): %v", err)
-	}
+	leader := etcd3Leader(ctx, t)
 	killed := false
 	t.Cleanup(func() {
 		if killed { // whatever happened, bring the member back
@@ -201,6 +195,21 @@ func TestLeaderKill(t *testing.T) {
 		t.Fatalf("rejoined member %s has no leader", leader)
 	}
 	waitCaughtUp(t, e.admin)
+}
+
+// etcd3Leader returns the launcher's name of the member leading etcd3. It
+// fails the test when the launcher does not run etcd3 and make test
+// requires it, and skips it otherwise.
+func etcd3Leader(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	leader, err := launcher.Leader(ctx, "etcd3")
+	if err != nil {
+		if testenv.Required("DLOCK_ETCD3_URL") {
+			t.Fatalf("launcher.Leader(etcd3): %v", err)
+		}
+		t.Skipf("etcd3 is not run by the launcher (make up): %v", err)
+	}
+	return leader
 }
 
 // waitCaughtUp waits until every member follows one leader and has applied

@@ -3,7 +3,9 @@ package etcd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -19,10 +21,12 @@ const maxIdle = 16
 // lease is one etcd lease. It backs at most one queue entry at a time: a
 // hold, a waiter, or nothing while it sits in the pool.
 type lease struct {
-	id     clientv3.LeaseID
-	want   int64 // the TTL asked for, in seconds: the pool bucket
-	shared bool  // backs many entries at once (see leasePool)
-	refs   int   // shared: entries on it; guarded by leasePool.mu
+	id   clientv3.LeaseID
+	want int64 // the TTL asked for, in seconds: the pool bucket
+	// home is the raft term the lease was granted in (see retired).
+	home   uint64
+	shared bool // backs many entries at once (see leasePool)
+	refs   int  // shared: entries on it; guarded by leasePool.mu
 
 	// turn lets one renewal at a time (a keepalive and the read that
 	// confirms it, see keepAliveConfirmed) work on the lease. Without it a
@@ -35,6 +39,26 @@ type lease struct {
 	ttl   time.Duration // as granted by the server
 	since time.Time     // send time of the grant or the last confirmed keepalive
 	pend  extension     // the last keepalive, not confirmed yet
+	// retired is set once a response that went through consensus shows a
+	// raft term other than home: the lease is never extended again.
+	//
+	// A leader that was paused (a stop signal, a long stall) and wakes
+	// up still holds every lease in its memory with the expiry it last
+	// gave it, and before it learns of the new leader it finds them
+	// expired and asks for their revocation. Its requests reach the new
+	// leader and are committed, also for leases that the new leader kept
+	// alive meanwhile: their entries vanish while their holders' validity
+	// windows still run. The fault suite saw this break exclusion on etcd
+	// 3.4.23 and 3.6.16 alike (3.6's guard, ensureLeadership, is skipped
+	// while the member's raft loop ticks, as it does at once on waking).
+	// A keepalive answered in the lease's home term was answered by the
+	// leader that granted it, whose own expiry is then never earlier than
+	// the client's; a leader of a later term set its expiry a TTL and an
+	// election timeout after it took over. So only keepalives of the home
+	// term extend a lease: after a leader change its holds run out within
+	// a TTL and are reported lost, and waiters queue again on a lease of
+	// the new term, which no earlier leader knows.
+	retired bool
 	// shared: the holds on it, each with the instant its own validity
 	// would have ended on a lease of its own (see sweep).
 	holds sharedlease.Holds[*hold]
@@ -118,6 +142,13 @@ func (l *lease) state() (since time.Time, ttl time.Duration) {
 	return l.since, l.ttl
 }
 
+// isRetired reports whether l can no longer be extended (see retired).
+func (l *lease) isRetired() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.retired
+}
+
 // extended records a keepalive sent at sent and answered in raft term
 // term; it counts once confirm sees that term.
 func (l *lease) extended(sent time.Time, ttlSeconds int64, term uint64) {
@@ -141,24 +172,33 @@ func (l *lease) lastSent() time.Time {
 
 // confirm is given the raft term of a response that went through consensus
 // and was asked for after the last keepalive was answered. It applies that
-// keepalive if its term is the same, drops it otherwise, and reports
-// whether no keepalive was dropped.
-func (l *lease) confirm(term uint64) bool {
+// keepalive if its term is the same and is the lease's home term, and
+// drops it otherwise. It returns nil when no keepalive was dropped,
+// errDeposed when the keepalive was answered in another term than the
+// response, and errRetired when the response shows that the leader changed
+// since the lease was granted (see retired).
+func (l *lease) confirm(term uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if term != l.home {
+		l.retired = true
+	}
 	p := l.pend
-	if p.term == 0 {
-		return true
-	}
 	l.pend = extension{}
-	if p.term != term {
-		return false
+	switch {
+	case p.term == 0:
+	case p.term != term:
+		return errDeposed
+	case !l.retired:
+		if p.sent.After(l.since) {
+			l.since = p.sent
+		}
+		l.ttl = p.ttl
 	}
-	if p.sent.After(l.since) {
-		l.since = p.sent
+	if l.retired {
+		return errRetired
 	}
-	l.ttl = p.ttl
-	return true
+	return nil
 }
 
 // leasePool hands out leases for new queue entries.
@@ -179,6 +219,9 @@ func (l *lease) confirm(term uint64) bool {
 type leasePool struct {
 	cli    *clientv3.Client
 	shared bool
+	// term is the highest raft term a consensus response has shown (see
+	// grant).
+	term atomic.Uint64
 	// sweep runs before every keepalive of a shared lease (drv.sweep).
 	sweep func(*lease)
 
@@ -291,7 +334,7 @@ func (p *leasePool) keepAliveConfirmed(ctx context.Context, l *lease) (int64, er
 	}
 	defer l.give()
 	if err := p.keepAlive(ctx, l); err != nil {
-		if leaseGone(err) {
+		if leaseGone(err) || errors.Is(err, errRetired) {
 			p.dead(l)
 		}
 		return 0, err
@@ -300,11 +343,42 @@ func (p *leasePool) keepAliveConfirmed(ctx context.Context, l *lease) (int64, er
 	if err != nil {
 		return 0, err
 	}
-	if !l.confirm(resp.Header.RaftTerm) {
-		return 0, driver.Unavailable(errDeposed)
+	if err := p.confirm(l, resp.Header.RaftTerm); err != nil {
+		return 0, driver.Unavailable(err)
 	}
 	return resp.Header.Revision, nil
 }
+
+// confirm confirms l's last keepalive with the raft term of a consensus
+// response (see lease.confirm). A shared lease found retired is forgotten,
+// so that new entries go on a lease of the current term.
+func (p *leasePool) confirm(l *lease, term uint64) error {
+	p.saw(term)
+	err := l.confirm(term)
+	if errors.Is(err, errRetired) {
+		p.dead(l)
+	}
+	return err
+}
+
+// saw records the raft term of a consensus response.
+func (p *leasePool) saw(term uint64) {
+	for {
+		t := p.term.Load()
+		if term <= t || p.term.CompareAndSwap(t, term) {
+			return
+		}
+	}
+}
+
+// errRetired is returned when a lease cannot be extended because the
+// cluster changed leader since it was granted (see lease.retired).
+var errRetired = errors.New("etcd: the lease was granted under an earlier leader and is no longer extended")
+
+// errDeposed is returned when a keepalive was answered in an older raft
+// term than the read that followed it: possibly by a leader that had
+// already been replaced, which extends nothing (see extension).
+var errDeposed = errors.New("etcd: keepalive answered by a leader that may have been deposed")
 
 // dead forgets a shared lease found gone on the server, so that no new
 // entry is put on it.
@@ -319,21 +393,57 @@ func (p *leasePool) dead(l *lease) {
 	p.mu.Unlock()
 }
 
-// grant asks the cluster for a new lease of want seconds.
+// grantTries bounds the grants of one call to grant whose raft term is
+// not known for sure.
+const grantTries = 3
+
+// grant asks the cluster for a new lease of want seconds, and learns the
+// raft term it was granted in (lease.home). A grant's response shows the
+// term of the member that answered, which may be later than the term of
+// the leader that granted it; the term is certain when the response shows
+// the highest term seen before the grant was sent, since the granting
+// leader's term lies between the two. Otherwise the lease is revoked and
+// another granted. With no term seen yet, a read learns it first.
 func (p *leasePool) grant(ctx context.Context, want int64) (*lease, error) {
-	var (
-		r    *clientv3.LeaseGrantResponse
-		sent time.Time
-	)
-	err := onLeader(ctx, func(ctx context.Context) (err error) {
-		sent = time.Now()
-		r, err = p.cli.Grant(ctx, want)
-		return err
-	})
-	if err != nil {
-		return nil, err
+	if p.term.Load() == 0 {
+		err := retry(ctx, func(ctx context.Context) error {
+			resp, err := p.cli.Get(ctx, "\x00", clientv3.WithCountOnly())
+			if err == nil {
+				p.saw(resp.Header.RaftTerm)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
-	return newLease(r.ID, want, time.Duration(r.TTL)*time.Second, sent), nil
+	for try := 1; ; try++ {
+		var (
+			r    *clientv3.LeaseGrantResponse
+			sent time.Time
+		)
+		before := p.term.Load()
+		err := onLeader(ctx, func(ctx context.Context) (err error) {
+			sent = time.Now()
+			r, err = p.cli.Grant(ctx, want)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		term := r.RaftTerm
+		p.saw(term)
+		if term == before {
+			return newLease(r.ID, want, time.Duration(r.TTL)*time.Second, sent, term), nil
+		}
+		// Granted around a leader change: by which leader is not known.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		_, _ = p.cli.Revoke(cctx, r.ID)
+		cancel()
+		if try == grantTries {
+			return nil, driver.Unavailable(fmt.Errorf("etcd: leader changed during each of %d lease grants", grantTries))
+		}
+	}
 }
 
 // seconds rounds a TTL up to whole seconds, as etcd leases are.
@@ -356,6 +466,9 @@ func (p *leasePool) get(ctx context.Context, ttl time.Duration) (*lease, error) 
 		if l == nil {
 			break
 		}
+		if l.isRetired() {
+			continue
+		}
 		since, lt := l.state()
 		now := time.Now()
 		if sharedlease.Fresh(since, lt, now) {
@@ -372,8 +485,8 @@ func (p *leasePool) get(ctx context.Context, ttl time.Duration) (*lease, error) 
 	return p.grant(ctx, want)
 }
 
-func newLease(id clientv3.LeaseID, want int64, ttl time.Duration, since time.Time) *lease {
-	return &lease{id: id, want: want, ttl: ttl, since: since, turn: make(chan struct{}, 1)}
+func newLease(id clientv3.LeaseID, want int64, ttl time.Duration, since time.Time, home uint64) *lease {
+	return &lease{id: id, want: want, home: home, ttl: ttl, since: since, turn: make(chan struct{}, 1)}
 }
 
 // take waits for the lease's renewal turn (see lease.turn), or for ctx to
@@ -411,8 +524,8 @@ func (p *leasePool) put(l *lease) {
 		p.mu.Unlock()
 		return
 	}
-	if since, lt := l.state(); !sharedlease.Renewable(since, lt, time.Now()) {
-		return // about to expire: not worth keeping
+	if since, lt := l.state(); l.isRetired() || !sharedlease.Renewable(since, lt, time.Now()) {
+		return // about to expire, or never extended again: not worth keeping
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -426,6 +539,9 @@ func (p *leasePool) put(l *lease) {
 func (p *leasePool) keepAlive(ctx context.Context, l *lease) error {
 	if l.shared && p.sweep != nil {
 		p.sweep(l)
+	}
+	if l.isRetired() {
+		return driver.Unavailable(errRetired)
 	}
 	sent := time.Now()
 	r, err := p.cli.KeepAliveOnce(ctx, l.id)

@@ -19,7 +19,8 @@ const attemptTimeout = time.Second
 // retry runs do, a request that is safe to repeat (a guarded delete, a
 // read, a keepalive), until it succeeds, fails for a reason other than
 // unavailability, or ctx ends. Each attempt but the last is bounded by
-// attemptTimeout.
+// attemptTimeout. A keepalive of a retired lease (see lease.retired) is
+// not tried again: it never extends anything.
 func retry(ctx context.Context, do func(ctx context.Context) error) error {
 	for backoff := 25 * time.Millisecond; ; backoff = min(2*backoff, 250*time.Millisecond) {
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= attemptTimeout+backoff {
@@ -28,7 +29,7 @@ func retry(ctx context.Context, do func(ctx context.Context) error) error {
 		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 		err := do(actx)
 		cancel()
-		if err == nil || ctx.Err() != nil || !errors.Is(mapErr(ctx, err), driver.ErrUnavailable) {
+		if err == nil || ctx.Err() != nil || errors.Is(err, errRetired) || !errors.Is(mapErr(ctx, err), driver.ErrUnavailable) {
 			return err
 		}
 		select {
