@@ -97,9 +97,10 @@ func (d *drv) Acquire(ctx context.Context, req driver.Request) (_ driver.Hold, e
 			err = d.refresh(ctx, h)
 		}
 		if err != nil && errors.Is(err, errRetired) && ctx.Err() == nil {
-			// The leader changed while h waited: its lease can no
-			// longer be extended. Queue again on a lease of the new
-			// term rather than be granted a hold that must run out.
+			// The leader changed again while h's entry was moved to a
+			// lease of the new term (rehome). Queue again on a lease
+			// of the newest term rather than be granted a hold that
+			// must run out.
 			d.abandon(ctx, h, err)
 			continue
 		}
@@ -226,7 +227,7 @@ func (d *drv) wait(ctx context.Context, h *hold, pred incarnation) (own keyWatch
 			own.stop()
 		}
 	}()
-	ka := time.NewTimer(keepAliveDelay(h.lease))
+	ka := time.NewTimer(keepAliveDelay(h.lease()))
 	defer ka.Stop()
 	lazy := time.NewTimer(lazyWatch) // most waits are short: watch h later
 	defer lazy.Stop()
@@ -305,15 +306,23 @@ func (d *drv) wait(ctx context.Context, h *hold, pred incarnation) (own keyWatch
 				own = d.watchDelete(h.ctx, h.key, clientv3.WithRev(ownFrom))
 			case <-ka.C:
 				kctx, cancel := context.WithTimeout(ctx, max(driver.RenewInterval(h.ttl()), time.Second))
-				err := d.keepWaiterAlive(kctx, h.lease)
+				err := d.keepWaiterAlive(kctx, h.lease())
 				cancel()
+				if err == nil && h.lease().isRetired() {
+					err = driver.Unavailable(errRetired)
+				}
 				switch {
 				case err == nil:
-					ka.Reset(keepAliveDelay(h.lease))
+					ka.Reset(keepAliveDelay(h.lease()))
 				case leaseGone(err):
 					return own, errQueuedLost
 				case errors.Is(err, errRetired):
-					return own, err
+					// The leader changed: move the entry, keeping
+					// its place, onto a lease of the new term.
+					if err := d.rehome(ctx, h, time.Now()); err != nil {
+						return own, err
+					}
+					ka.Reset(keepAliveDelay(h.lease()))
 				case ctx.Err() != nil:
 					return own, ctx.Err()
 				default: // transient: the own-entry watch tells if it expires
@@ -342,7 +351,9 @@ func (d *drv) keepWaiterAlive(ctx context.Context, l *lease) error {
 		_, err := d.leases.refresh(ctx, l, time.Now())
 		return err
 	}
-	return d.leases.keepAlive(ctx, l)
+	// Each attempt bounded: one sent to a member that stopped answering
+	// (a paused leader) must not take the whole interval.
+	return retry(ctx, func(ctx context.Context) error { return d.leases.keepAlive(ctx, l) })
 }
 
 // readQueue reads the two last entries created up to h's, newest first:
@@ -350,9 +361,9 @@ func (d *drv) keepWaiterAlive(ctx context.Context, l *lease) error {
 // (zero when h is at the head of the queue). It returns the revision it
 // read at. With at > 0 it reads the state at revision at, from whichever
 // member answers and without a round of consensus (serializable): that is
-// enough because the watches cover every change after at. A member that
-// has not applied at yet, or has compacted it, is asked again for the
-// latest state (linearizable).
+// enough because the watches cover every change after at. When the member
+// has not applied at yet, or has compacted it, or does not answer within
+// attemptTimeout, the latest state is read instead (linearizable).
 func (d *drv) readQueue(ctx context.Context, h *hold, at int64) (alive bool, pred incarnation, rev int64, err error) {
 	opts := []clientv3.OpOption{
 		clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(h.rev),
@@ -360,11 +371,21 @@ func (d *drv) readQueue(ctx context.Context, h *hold, at int64) (alive bool, pre
 	}
 	var resp *clientv3.GetResponse
 	if at > 0 {
-		resp, err = d.cli.Get(ctx, h.queue, append(opts, clientv3.WithRev(at), clientv3.WithSerializable())...)
+		// Bounded like an attempt of retry: a member that stopped
+		// answering (a paused leader) would hold it, and meanwhile the
+		// waiter's lease is not kept alive.
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		resp, err = d.cli.Get(actx, h.queue, append(opts, clientv3.WithRev(at), clientv3.WithSerializable())...)
+		cancel()
 		rev = at
-		if err != nil && (errors.Is(err, rpctypes.ErrFutureRev) || errors.Is(err, rpctypes.ErrCompacted)) {
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return false, incarnation{}, 0, err
+		case errors.Is(err, rpctypes.ErrFutureRev), errors.Is(err, rpctypes.ErrCompacted),
+			errors.Is(mapErr(ctx, err), driver.ErrUnavailable):
 			resp = nil
-		} else if err != nil {
+		default:
 			return false, incarnation{}, 0, err
 		}
 	}
@@ -377,7 +398,7 @@ func (d *drv) readQueue(ctx context.Context, h *hold, at int64) (alive bool, pre
 			return false, incarnation{}, 0, err
 		}
 		rev = resp.Header.Revision
-		d.confirmed(h.lease, resp.Header.RaftTerm)
+		d.confirmed(h.lease(), resp.Header.RaftTerm)
 	}
 	kvs := resp.Kvs
 	if len(kvs) == 0 || string(kvs[0].Key) != h.key || kvs[0].CreateRevision != h.rev {
@@ -395,17 +416,22 @@ func (d *drv) readQueue(ctx context.Context, h *hold, at int64) (alive bool, pre
 // etcd's new leader extends every lease, so the lease is usually still
 // there.
 //
-// A waiter whose lease was retired (see lease.retired) gets errRetired: a
-// hold on it would have to run out.
+// A waiter whose lease was retired (see lease.retired) moves its entry
+// onto a lease of the new term first (rehome): a hold on the old one
+// would have to run out.
 func (d *drv) refresh(ctx context.Context, h *hold) error {
-	if h.lease.isRetired() {
-		return driver.Unavailable(errRetired)
+	start := time.Now()
+	if h.lease().isRetired() {
+		return mapErr(ctx, d.rehome(ctx, h, start))
 	}
-	since, ttl := h.lease.state()
+	since, ttl := h.lease().state()
 	if time.Since(since) < ttl/2 {
 		return nil
 	}
 	err := retry(ctx, func(ctx context.Context) error { return d.keepAliveConfirmed(ctx, h) })
+	if errors.Is(err, errRetired) {
+		err = d.rehome(ctx, h, start)
+	}
 	if leaseGone(err) {
 		return errQueuedLost
 	}
@@ -430,13 +456,13 @@ func (d *drv) abandon(ctx context.Context, h *hold, cause error) {
 	defer cancel()
 	_, err := d.deleteEntry(cctx, h, time.Time{})
 	switch {
-	case err != nil && h.lease.shared:
-		d.leases.put(h.lease)
+	case err != nil && h.lease().shared:
+		d.leases.put(h.lease())
 		d.dropLater(h.key, h.rev)
 	case err != nil:
-		_ = d.leases.revoke(cctx, h.lease)
-	case h.lease.shared || !errors.Is(cause, driver.ErrLockLost):
-		d.leases.put(h.lease) // otherwise the lease is probably gone
+		_ = d.leases.revoke(cctx, h.lease())
+	case h.lease().shared || !errors.Is(cause, driver.ErrLockLost):
+		d.leases.put(h.lease()) // otherwise the lease is probably gone
 	}
 }
 
@@ -540,10 +566,18 @@ func (d *drv) confirmed(l *lease, term uint64) {
 // guarded by rev, so it never removes a later incarnation. It retries
 // until the cluster answers, for at most a minute, or until Close (which
 // revokes the shared leases, deleting the entry anyway).
-func (d *drv) dropLater(key string, rev int64) {
+func (d *drv) dropLater(key string, rev int64) { d.dropAt(key, rev, time.Time{}) }
+
+// dropAt is dropLater from the instant at on.
+func (d *drv) dropAt(key string, rev int64, at time.Time) {
 	d.watchers.Add(1)
 	go func() {
 		defer d.watchers.Done()
+		select {
+		case <-time.After(time.Until(at)):
+		case <-d.ctx.Done():
+			return
+		}
 		ctx, cancel := context.WithTimeout(d.ctx, time.Minute)
 		defer cancel()
 		_, _ = d.deleteEntry(ctx, &hold{key: key, rev: rev}, time.Time{})

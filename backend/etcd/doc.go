@@ -66,23 +66,34 @@
 //     once a consensus response of the same raft term confirms it (fault
 //     scenario 8 on etcd3: leader killed, paused, and cut off from its
 //     peers).
-//   - Leader change: holds granted before it are lost within a TTL; waiters
-//     queue again. A leader paused past the TTL (a stop signal, a long
-//     stall) wakes up with every lease in its memory, finds them expired,
-//     and has them revoked through the new leader, also the ones the new
-//     leader kept alive meanwhile: their keys vanish while their holders'
-//     windows still run. etcd 3.4.23 and 3.6.16 both do it (3.6 checks its
-//     leadership first only when its raft loop has stopped ticking, and a
-//     woken member ticks at once); the fault suite saw two holders at once
-//     from it. So a lease is extended only by keepalives of the raft term
-//     it was granted in, whose leader's own expiry is never earlier than
-//     the client's. Once a response shows a later term the lease is
-//     retired: its holds are not renewed and are reported lost
-//     (ErrRenewalFailed) before their windows end, a waiter on it queues
-//     again at the back on a lease of the new term, and new entries get
-//     such a lease. A grant whose term is not certain (the leader changed
-//     around it) is revoked and asked for again. TestLeaderPauseEndsEarlierLeases
-//     shows a hold not outliving a paused leader's term.
+//   - Leader change: the entries of leases granted before it move onto
+//     leases of the new term. A leader paused past the TTL (a stop signal,
+//     a long stall) wakes up with every lease in its memory, finds them
+//     expired, and has them revoked through the new leader, also the ones
+//     the new leader kept alive meanwhile: their keys vanish while their
+//     holders' windows still run. etcd 3.4.23 and 3.6.16 both do it (3.6
+//     checks its leadership first only when its raft loop has stopped
+//     ticking, and a woken member ticks at once); the fault suite saw two
+//     holders at once from it. So a lease is extended only by keepalives
+//     of the raft term it was granted in, whose leader's own expiry is
+//     never earlier than the client's. Once a response shows a later term
+//     the lease is retired, and the next renewal of each hold or waiter on
+//     it moves its entry onto a lease of the new term, which no earlier
+//     leader knows: a put guarded by the create revision, so the entry
+//     keeps its name, token and place in the queue. The new lease is kept
+//     alive first, so that whichever lease the entry is on, it outlives
+//     the hold's window. A hold whose entry cannot be moved in time runs
+//     out with its old lease and is reported lost (ErrRenewalFailed)
+//     before its window ends; a waiter whose lease ran out meanwhile
+//     (with a lease per hold, when each of its keepalives reached the
+//     paused member) gets ErrLockLost. A grant whose term is not certain
+//     (the leader changed around it) is left to expire and asked for
+//     again. A member behind a lease's grant (the woken leader) says the
+//     lease does not exist; that answer is not believed. Every request of
+//     a renewal or a wait is bounded to a second per attempt, so that the
+//     paused member, which takes requests and answers none, delays them
+//     only that long. TestLeaderPauseMovesEntries pauses the leader past
+//     the TTL: the holder keeps its hold and token, the waiter its place.
 //   - Snapshot rollback: etcd acknowledges a write once a quorum has
 //     logged it, so a member killed and restarted on its data, or a
 //     minority that comes back behind, catches up from the leader and does
@@ -273,8 +284,8 @@
 //     issue 15247); without this check the fault suite saw two holders at
 //     once after a leader was paused, about one run in six. A keepalive
 //     answered in an older term is dropped and the renewal tried again;
-//     one of a later term than the lease's grant retires the lease (see
-//     Leader change).
+//     one of a later term than the lease's grant retires the lease and
+//     moves the entry (see Leader change).
 //     Renewals of one hold take turns: a caller's Renew and the watchdog's
 //     never interleave, so a read only ever confirms the keepalive sent
 //     just before it on the same turn, not one another goroutine sent

@@ -113,7 +113,7 @@ func TestLeaseReuse(t *testing.T) {
 		t.Fatalf("TryAcquire: %v", err)
 	}
 	defer func() { _ = d.Release(ctx, h2) }()
-	if h1.State.(*hold).lease != h2.State.(*hold).lease {
+	if h1.State.(*hold).lease() != h2.State.(*hold).lease() {
 		t.Fatal("a fresh released lease was not reused")
 	}
 	if !h2.Since.Before(before) || h2.Since != h1.Since {
@@ -149,23 +149,23 @@ func TestRefreshBeforeGrant(t *testing.T) {
 	}
 	defer func() { _ = d.Release(ctx, dh) }()
 	h := dh.State.(*hold)
-	h.lease.mu.Lock()
-	h.lease.since = time.Now().Add(-3 * time.Second) // as if keepalives had failed
-	h.lease.mu.Unlock()
+	h.lease().mu.Lock()
+	h.lease().since = time.Now().Add(-3 * time.Second) // as if keepalives had failed
+	h.lease().mu.Unlock()
 	before := time.Now()
 	if err := d.refresh(ctx, h); err != nil {
 		t.Fatalf("refresh: %v", err)
 	}
-	if since, _ := h.lease.state(); since.Before(before) {
+	if since, _ := h.lease().state(); since.Before(before) {
 		t.Fatalf("refresh left the lease's last extension at %v, before %v", since, before)
 	}
 	// A lease that is gone makes the waiter's wait end as lost.
-	if _, err := d.cli.Revoke(ctx, h.lease.id); err != nil {
+	if _, err := d.cli.Revoke(ctx, h.lease().id); err != nil {
 		t.Fatalf("Revoke: %v", err)
 	}
-	h.lease.mu.Lock()
-	h.lease.since = time.Now().Add(-3 * time.Second)
-	h.lease.mu.Unlock()
+	h.lease().mu.Lock()
+	h.lease().since = time.Now().Add(-3 * time.Second)
+	h.lease().mu.Unlock()
 	if err := d.refresh(ctx, h); !errors.Is(err, driver.ErrLockLost) {
 		t.Fatalf("refresh of a revoked lease: %v; want ErrLockLost", err)
 	}

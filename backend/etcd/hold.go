@@ -2,7 +2,10 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -15,7 +18,17 @@ type hold struct {
 	queue string // the key's queue prefix
 	key   string // the entry: queue + owner
 	rev   int64  // its create revision: the fencing token
-	lease *lease
+	// lz is the lease the entry is on. It changes only when a renewal
+	// moves the entry off a retired lease (see rehome), under moving.
+	lz     atomic.Pointer[lease]
+	moving sync.Mutex
+	// released is set, under moving, when Release or ReleaseAfter takes
+	// the entry: it is not moved after that.
+	released bool
+	// stranded is set, under moving, when a move's outcome is unknown:
+	// the entry is not moved again, and is deleted once the hold's
+	// window on its old lease has ended (see rehome).
+	stranded bool
 	// registered is when the loss watch began to cover this hold
 	// (lossWatch.add; under its mutex).
 	registered time.Time
@@ -32,7 +45,21 @@ type hold struct {
 func (d *drv) newHold(queue, key string, rev int64, l *lease) *hold {
 	ctx, cancel := context.WithCancel(d.leaderCtx)
 	d.live.Store(key, rev)
-	return &hold{queue: queue, key: key, rev: rev, lease: l, ctx: ctx, cancel: cancel}
+	h := &hold{queue: queue, key: key, rev: rev, ctx: ctx, cancel: cancel}
+	h.lz.Store(l)
+	return h
+}
+
+// lease returns the lease h's entry is on.
+func (h *hold) lease() *lease { return h.lz.Load() }
+
+// release marks h taken by Release or ReleaseAfter, after any move of its
+// entry in progress (see rehome): from then on its lease no longer
+// changes.
+func (h *hold) release() {
+	h.moving.Lock()
+	h.released = true
+	h.moving.Unlock()
 }
 
 // forget drops h from the driver's live entries (released, abandoned or
@@ -40,7 +67,7 @@ func (d *drv) newHold(queue, key string, rev int64, l *lease) *hold {
 func (d *drv) forget(h *hold) { d.live.CompareAndDelete(h.key, h.rev) }
 
 func (h *hold) ttl() time.Duration {
-	_, ttl := h.lease.state()
+	_, ttl := h.lease().state()
 	return ttl
 }
 
@@ -59,9 +86,9 @@ const lazyWatch = 20 * time.Millisecond
 func (d *drv) granted(h *hold, own keyWatch) driver.Hold {
 	own.stop()
 	d.loss.add(h)
-	since, ttl := h.lease.state()
-	if h.lease.shared {
-		h.lease.track(h, since.Add(ttl))
+	since, ttl := h.lease().state()
+	if h.lease().shared {
+		h.lease().track(h, since.Add(ttl))
 	}
 	return driver.Hold{Token: uint64(h.rev), TTL: ttl, Since: since, Lost: h.lost.Chan(), State: h}
 }
@@ -86,9 +113,10 @@ func (d *drv) Release(ctx context.Context, dh driver.Hold) (err error) {
 	h.cancel()
 	d.forget(h)
 	d.loss.remove(h)
+	h.release()
 	until := h.validUntil()
-	if h.lease.shared {
-		h.lease.untrack(h)
+	if h.lease().shared {
+		h.lease().untrack(h)
 	}
 	ctx, leave, err := d.enter(ctx)
 	if err != nil {
@@ -97,15 +125,15 @@ func (d *drv) Release(ctx context.Context, dh driver.Hold) (err error) {
 	defer leave(&err)
 	deleted, err := d.deleteEntry(ctx, h, until)
 	if err != nil {
-		if h.lease.shared {
-			d.leases.put(h.lease)
+		if h.lease().shared {
+			d.leases.put(h.lease())
 			d.dropLater(h.key, h.rev)
 		} else {
-			d.undo(ctx, h.lease, h.key)
+			d.undo(ctx, h.lease(), h.key)
 		}
 		return mapErr(ctx, err)
 	}
-	d.leases.put(h.lease)
+	d.leases.put(h.lease())
 	if !deleted {
 		return fmt.Errorf("etcd: lock entry already gone: %w", driver.ErrNotHeld)
 	}
@@ -148,13 +176,13 @@ func (d *drv) deleteEntry(ctx context.Context, h *hold, until time.Time) (bool, 
 // a shared lease the sweep deletes h's entry once h's own validity has
 // ended (zero when h is no longer tracked there: swept already).
 func (h *hold) validUntil() time.Time {
-	since, ttl := h.lease.state()
+	since, ttl := h.lease().state()
 	if since.IsZero() {
 		return time.Time{}
 	}
 	until := since.Add(ttl)
-	if h.lease.shared {
-		own, ok := h.lease.validity(h)
+	if h.lease().shared {
+		own, ok := h.lease().validity(h)
 		if !ok {
 			return time.Time{}
 		}
@@ -176,7 +204,12 @@ func (d *drv) Renew(ctx context.Context, dh driver.Hold) (_ time.Duration, err e
 		return 0, err
 	}
 	defer leave(&err)
-	if err := retry(ctx, func(ctx context.Context) error { return d.keepAliveConfirmed(ctx, h) }); err != nil {
+	start := time.Now()
+	err = retry(ctx, func(ctx context.Context) error { return d.keepAliveConfirmed(ctx, h) })
+	if errors.Is(err, errRetired) {
+		err = d.rehome(ctx, h, start)
+	}
+	if err != nil {
 		return 0, mapErr(ctx, err)
 	}
 	return h.ttl(), nil
@@ -189,11 +222,11 @@ func (d *drv) Renew(ctx context.Context, dh driver.Hold) (_ time.Duration, err e
 // turns (lease.turn): the read confirms only the keepalive sent just
 // before it, never one another goroutine sent meanwhile.
 func (d *drv) keepAliveConfirmed(ctx context.Context, h *hold) error {
-	if err := h.lease.take(ctx); err != nil {
+	if err := h.lease().take(ctx); err != nil {
 		return err
 	}
-	defer h.lease.give()
-	if err := d.leases.keepAlive(ctx, h.lease); err != nil {
+	defer h.lease().give()
+	if err := d.leases.keepAlive(ctx, h.lease()); err != nil {
 		return err
 	}
 	resp, err := d.cli.Get(ctx, h.key, clientv3.WithKeysOnly())
@@ -203,12 +236,12 @@ func (d *drv) keepAliveConfirmed(ctx context.Context, h *hold) error {
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.rev {
 		return fmt.Errorf("etcd: lock entry deleted: %w", driver.ErrLockLost)
 	}
-	if err := d.leases.confirm(h.lease, resp.Header.RaftTerm); err != nil {
+	if err := d.leases.confirm(h.lease(), resp.Header.RaftTerm); err != nil {
 		return driver.Unavailable(err)
 	}
-	if h.lease.shared {
-		since, ttl := h.lease.state()
-		h.lease.track(h, since.Add(ttl))
+	if h.lease().shared {
+		since, ttl := h.lease().state()
+		h.lease().track(h, since.Add(ttl))
 	}
 	return nil
 }

@@ -46,8 +46,9 @@ func (d *drv) ReleaseAfter(ctx context.Context, dh driver.Hold, dur time.Duratio
 	h.cancel()
 	d.forget(h)
 	d.loss.remove(h)
-	if h.lease.shared {
-		h.lease.untrack(h)
+	h.release()
+	if h.lease().shared {
+		h.lease().untrack(h)
 	}
 	start := time.Now()
 	var g *clientv3.LeaseGrantResponse
@@ -59,19 +60,12 @@ func (d *drv) ReleaseAfter(ctx context.Context, dh driver.Hold, dur time.Duratio
 		d.lapseInPlace(h, start.Add(dur))
 		return mapErr(ctx, err)
 	}
-	var resp *clientv3.TxnResponse
-	err = retry(ctx, func(ctx context.Context) (err error) {
-		resp, err = d.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(h.key), "=", h.rev)).
-			Then(clientv3.OpPut(h.key, "", clientv3.WithIgnoreValue(), clientv3.WithLease(g.ID))).
-			Commit()
-		return err
-	})
+	resp, err := d.moveEntry(ctx, h, g.ID)
 	if err != nil {
 		d.lapseInPlace(h, start.Add(dur))
 		return mapErr(ctx, err)
 	}
-	d.leases.put(h.lease) // it carries the entry no more
+	d.leases.put(h.lease()) // it carries the entry no more
 	if !resp.Succeeded {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		_, _ = d.cli.Revoke(cctx, g.ID)
@@ -86,9 +80,9 @@ func (d *drv) ReleaseAfter(ctx context.Context, dh driver.Hold, dur time.Duratio
 // (nor pooled, nor revoked); on the shared lease the entry is tracked
 // again with until as its validity, for the sweep to delete.
 func (d *drv) lapseInPlace(h *hold, until time.Time) {
-	if h.lease.shared {
-		h.lease.track(h, until)
-		d.leases.put(h.lease)
+	if h.lease().shared {
+		h.lease().track(h, until)
+		d.leases.put(h.lease())
 	}
 }
 

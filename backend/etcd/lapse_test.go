@@ -132,7 +132,7 @@ func TestReleaseAfterBroken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.Kvs) != 1 || resp.Kvs[0].CreateRevision != e2.rev || clientv3.LeaseID(resp.Kvs[0].Lease) != e2.lease.id {
+	if len(resp.Kvs) != 1 || resp.Kvs[0].CreateRevision != e2.rev || clientv3.LeaseID(resp.Kvs[0].Lease) != e2.lease().id {
 		t.Fatalf("the next holder's entry was changed by a stale ReleaseAfter: %v", resp.Kvs)
 	}
 	if n, err := d2.cli.Get(ctx, e2.queue, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || n.Count != 1 {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend/etcd"
 	"github.com/dlock-go/dlock/internal/launcher"
@@ -13,13 +15,27 @@ import (
 
 // A leader paused past the lease TTL wakes up with every lease in its
 // memory, finds them expired and has them revoked, also the ones the new
-// leader kept alive meanwhile. So a hold granted before the leader
-// changed is never extended by keepalives the new leader answers: its
-// validity window does not reach past the pause by more than a TTL, and
-// the hold is reported lost. A Lock after the election is granted a lease
-// of the new term, which renewals extend as usual.
-func TestLeaderPauseEndsEarlierLeases(t *testing.T) {
-	e := newEnv(t, "DLOCK_ETCD3_URL")
+// leader kept alive meanwhile. So the driver moves the entries of leases
+// granted before a leader change onto leases of the new term, keeping
+// their names and create revisions: a hold outlives the paused leader's
+// waking up with its token, and a waiter keeps its place in the queue.
+//
+// With a lease per hold, a waiter keeps its lease alive alone, with one
+// keepalive per interval: when every one of them reaches the paused
+// member during the election, the new leader lets its lease expire, and
+// its Lock fails with ErrLockLost. That outcome is allowed there; any
+// other is not.
+func TestLeaderPauseMovesEntries(t *testing.T) {
+	for _, perHold := range []bool{false, true} {
+		t.Run(map[bool]string{false: "shared-lease", true: "lease-per-hold"}[perHold], func(t *testing.T) {
+			e := newEnv(t, "DLOCK_ETCD3_URL")
+			e.perHold = perHold
+			leaderPauseMovesEntries(t, e, !perHold)
+		})
+	}
+}
+
+func leaderPauseMovesEntries(t *testing.T, e *env, waiterKeepsPlace bool) {
 	ctx := ctxFor(t, 3*time.Minute)
 	leader := etcd3Leader(ctx, t)
 	paused := false
@@ -31,66 +47,99 @@ func TestLeaderPauseEndsEarlierLeases(t *testing.T) {
 		}
 	})
 
-	// Longer than the election, so that the hold would outlive it if the
-	// new leader's keepalives counted.
-	const ttl = 2 * etcd.MinTTL
-	l := e.mustLocker(t, dlock.WithTTL(ttl))
-	m, _ := l.NewMutex("leader-pause")
+	// Renewals go on under the new leader well before the hold's window
+	// on the old lease ends, although every request sent to the paused
+	// member waits out its attempt's bound (a second).
+	const (
+		ttl = 3 * etcd.MinTTL
+		key = "leader-pause"
+	)
+	m, _ := e.mustLocker(t, dlock.WithTTL(ttl)).NewMutex(key)
 	if err := m.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(ttl) // renewed under the leader that granted it
+	w, _ := e.mustLocker(t, dlock.WithTTL(ttl)).NewMutex(key)
+	waited := make(chan error, 1)
+	go func() { waited <- w.Lock(ctx) }()
+	entries := func() *clientv3.GetResponse {
+		t.Helper()
+		resp, err := e.admin.Get(ctx, etcd.QueuePrefix(e.prefix, key), clientv3.WithPrefix(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	var before []int64 // create revisions, then leases, of the two entries
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if kvs := entries().Kvs; len(kvs) == 2 {
+			before = []int64{kvs[0].CreateRevision, kvs[1].CreateRevision, kvs[0].Lease, kvs[1].Lease}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter did not queue")
+		}
+	}
+	if uint64(m.Token()) != uint64(before[0]) {
+		t.Fatalf("holder's token %d, its entry's create revision %d", m.Token(), before[0])
+	}
 
 	if err := launcher.Pause(ctx, leader); err != nil {
 		t.Fatalf("Pause(%s): %v", leader, err)
 	}
 	paused = true
-	// Whatever the paused leader answered was sent before this instant.
-	bound := time.Now().Add(ttl)
-	var latest time.Time // the furthest validity the hold reported
-	watch := func(d time.Duration) {
-		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-			if exp := m.Lease().Expires; exp.After(latest) {
-				latest = exp
-			}
-		}
-	}
-	watch(4 * time.Second) // a new leader is elected within about 1.5s
+	// Past the TTL in the paused leader's memory, and long enough for
+	// the entries to move although every request sent to the paused
+	// member waits out its attempt's bound.
+	time.Sleep(ttl + 4*time.Second)
 	if err := launcher.Resume(ctx, leader); err != nil {
 		t.Fatalf("Resume(%s): %v", leader, err)
 	}
 	paused = false
-	watch(ttl)
-
-	if latest.After(bound) {
-		t.Errorf("the hold's validity reached %v past the pause plus a TTL: a keepalive of the new leader extended a lease of the old one",
-			latest.Sub(bound).Round(time.Millisecond))
-	}
-	select {
-	case <-m.Done():
-	default:
-		t.Fatalf("the hold granted before the pause still stands %v after it", time.Since(bound.Add(-ttl)).Round(time.Millisecond))
-	}
-	if err := m.Err(); !errors.Is(err, dlock.ErrLockLost) {
-		t.Fatalf("the hold ended with %v; want ErrLockLost", err)
-	}
+	time.Sleep(ttl) // the woken leader's revocations, if any, are applied
 	waitCaughtUp(t, e.admin)
 
-	// A lease of the new term is renewed as before.
-	if err := m.Lock(ctx); err != nil {
-		t.Fatalf("Lock after the election: %v", err)
-	}
-	first := m.Lease().Expires
-	time.Sleep(2 * ttl)
 	select {
 	case <-m.Done():
-		t.Fatalf("a hold granted after the election was lost: %v", m.Err())
+		t.Fatalf("the hold granted before the pause was lost: %v", m.Err())
 	default:
 	}
-	if exp := m.Lease().Expires; !exp.After(first) {
-		t.Fatalf("a hold granted after the election was not renewed: validity %v, first %v", exp, first)
+	kvs := entries().Kvs
+	if len(kvs) == 1 && !waiterKeepsPlace {
+		if err := <-waited; !errors.Is(err, dlock.ErrLockLost) {
+			t.Fatalf("the waiter's entry is gone and its Lock returned %v; want ErrLockLost", err)
+		}
+		waited <- nil // the holder is checked alone
+		w = nil
+	} else if len(kvs) != 2 {
+		select {
+		case err := <-waited:
+			t.Fatalf("%d entries in the queue after the pause; the waiter's Lock returned %v", len(kvs), err)
+		default:
+			t.Fatalf("%d entries in the queue after the pause; want the holder's and the waiter's", len(kvs))
+		}
+	}
+	for i, kv := range kvs {
+		if kv.CreateRevision != before[i] {
+			t.Errorf("entry %d: create revision %d, %d before the pause", i, kv.CreateRevision, before[i])
+		}
+		if kv.Lease == before[2+i] {
+			t.Errorf("entry %d is still on lease %x, granted before the leader changed", i, kv.Lease)
+		}
 	}
 	if err := m.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatalf("the waiter's Lock: %v", err)
+	}
+	if w == nil {
+		return
+	}
+	if uint64(w.Token()) != uint64(before[1]) {
+		t.Fatalf("the waiter was granted token %d; it queued at %d", w.Token(), before[1])
+	}
+	if err := w.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock: %v", err)
 	}
 }

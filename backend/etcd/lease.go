@@ -55,9 +55,9 @@ type lease struct {
 	// leader that granted it, whose own expiry is then never earlier than
 	// the client's; a leader of a later term set its expiry a TTL and an
 	// election timeout after it took over. So only keepalives of the home
-	// term extend a lease: after a leader change its holds run out within
-	// a TTL and are reported lost, and waiters queue again on a lease of
-	// the new term, which no earlier leader knows.
+	// term extend a lease. After a leader change the entries on it move
+	// onto a lease of the new term, which no earlier leader knows (see
+	// rehome).
 	retired bool
 	// shared: the holds on it, each with the instant its own validity
 	// would have ended on a lease of its own (see sweep).
@@ -150,10 +150,14 @@ func (l *lease) isRetired() bool {
 }
 
 // extended records a keepalive sent at sent and answered in raft term
-// term; it counts once confirm sees that term.
+// term; it counts once confirm sees that term. An answer of a later term
+// than the lease's grant retires the lease at once: the leader changed.
 func (l *lease) extended(sent time.Time, ttlSeconds int64, term uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if term > l.home {
+		l.retired = true
+	}
 	if sent.After(l.pend.sent) {
 		l.pend = extension{sent: sent, ttl: time.Duration(ttlSeconds) * time.Second, term: term}
 	}
@@ -219,8 +223,7 @@ func (l *lease) confirm(term uint64) error {
 type leasePool struct {
 	cli    *clientv3.Client
 	shared bool
-	// term is the highest raft term a consensus response has shown (see
-	// grant).
+	// term is the highest raft term a response has shown (see grant).
 	term atomic.Uint64
 	// sweep runs before every keepalive of a shared lease (drv.sweep).
 	sweep func(*lease)
@@ -371,6 +374,10 @@ func (p *leasePool) saw(term uint64) {
 	}
 }
 
+// errBehind is returned when a member that has not caught up with the
+// lease's grant says the lease does not exist.
+var errBehind = errors.New("etcd: lease not found by a member behind its grant")
+
 // errRetired is returned when a lease cannot be extended because the
 // cluster changed leader since it was granted (see lease.retired).
 var errRetired = errors.New("etcd: the lease was granted under an earlier leader and is no longer extended")
@@ -402,8 +409,9 @@ const grantTries = 3
 // term of the member that answered, which may be later than the term of
 // the leader that granted it; the term is certain when the response shows
 // the highest term seen before the grant was sent, since the granting
-// leader's term lies between the two. Otherwise the lease is revoked and
-// another granted. With no term seen yet, a read learns it first.
+// leader's term lies between the two. Otherwise the lease is left to
+// expire and another granted. With no term seen yet, a read learns it
+// first.
 func (p *leasePool) grant(ctx context.Context, want int64) (*lease, error) {
 	if p.term.Load() == 0 {
 		err := retry(ctx, func(ctx context.Context) error {
@@ -419,12 +427,14 @@ func (p *leasePool) grant(ctx context.Context, want int64) (*lease, error) {
 	}
 	for try := 1; ; try++ {
 		var (
-			r    *clientv3.LeaseGrantResponse
-			sent time.Time
+			r      *clientv3.LeaseGrantResponse
+			sent   time.Time
+			before uint64
 		)
-		before := p.term.Load()
-		err := onLeader(ctx, func(ctx context.Context) (err error) {
-			sent = time.Now()
+		// A grant is safe to send again: one applied unanswered is a
+		// lease with no key, which expires.
+		err := retry(ctx, func(ctx context.Context) (err error) {
+			before, sent = p.term.Load(), time.Now()
 			r, err = p.cli.Grant(ctx, want)
 			return err
 		})
@@ -437,9 +447,7 @@ func (p *leasePool) grant(ctx context.Context, want int64) (*lease, error) {
 			return newLease(r.ID, want, time.Duration(r.TTL)*time.Second, sent, term), nil
 		}
 		// Granted around a leader change: by which leader is not known.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		_, _ = p.cli.Revoke(cctx, r.ID)
-		cancel()
+		// The lease carries no key; it expires by itself.
 		if try == grantTries {
 			return nil, driver.Unavailable(fmt.Errorf("etcd: leader changed during each of %d lease grants", grantTries))
 		}
@@ -546,8 +554,14 @@ func (p *leasePool) keepAlive(ctx context.Context, l *lease) error {
 	sent := time.Now()
 	r, err := p.cli.KeepAliveOnce(ctx, l.id)
 	if err != nil {
+		if leaseGone(err) && r != nil && r.ResponseHeader != nil && r.RaftTerm < l.home {
+			// A member still in an earlier term, a leader just woken
+			// from a pause say, has not applied the grant yet.
+			return driver.Unavailable(fmt.Errorf("%w (member %x in raft term %d, the lease's is %d)", errBehind, r.MemberId, r.RaftTerm, l.home))
+		}
 		return err
 	}
+	p.saw(r.RaftTerm)
 	l.extended(sent, r.TTL, r.RaftTerm)
 	return nil
 }

@@ -256,8 +256,8 @@ func (w *lossWatch) deleted(key string, rev int64) {
 	w.mu.Unlock()
 	if h != nil {
 		w.d.forget(h)
-		if h.lease.shared {
-			h.lease.untrack(h)
+		if h.lease().shared {
+			h.lease().untrack(h)
 		}
 		h.lost.Mark()
 	}
@@ -379,8 +379,8 @@ func (w *lossWatch) resync() (int64, bool) {
 			w.mu.Unlock()
 			for _, h := range gone {
 				w.d.forget(h)
-				if h.lease.shared {
-					h.lease.untrack(h)
+				if h.lease().shared {
+					h.lease().untrack(h)
 				}
 				h.lost.Mark()
 			}

@@ -56,14 +56,24 @@ func (d *drv) predWatch(ctx context.Context, key string) (*predWatch, error) {
 		// Its timer has fired and is cancelling it.
 	}
 	p.mu.Unlock()
-	wctx, cancel := context.WithCancel(d.leaderCtx)
-	w := &predWatch{key: key, ch: d.cli.Watch(wctx, key, clientv3.WithFilterPut(), clientv3.WithCreatedNotify()), cancel: cancel}
-	from, err := d.created(ctx, keyWatch{ch: w.ch, cancel: cancel})
+	// Each attempt is bounded: a watch sent to a member that stopped
+	// answering (a paused leader) is never created, and meanwhile the
+	// waiter does not keep its lease alive.
+	var w *predWatch
+	err := retry(ctx, func(ctx context.Context) error {
+		wctx, cancel := context.WithCancel(d.leaderCtx)
+		nw := &predWatch{key: key, ch: d.cli.Watch(wctx, key, clientv3.WithFilterPut(), clientv3.WithCreatedNotify()), cancel: cancel}
+		from, err := d.created(ctx, keyWatch{ch: nw.ch, cancel: cancel})
+		if err != nil {
+			cancel()
+			return err
+		}
+		nw.from, w = from, nw
+		return nil
+	})
 	if err != nil {
-		cancel()
 		return nil, err
 	}
-	w.from = from
 	return w, nil
 }
 

@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -53,8 +54,8 @@ func (d *drv) RenewBatch(ctx context.Context, dhs []driver.Hold) ([]time.Duratio
 			continue
 		}
 		hs[i] = h
-		if h.lease.shared {
-			groups[h.lease] = append(groups[h.lease], i)
+		if h.lease().shared {
+			groups[h.lease()] = append(groups[h.lease()], i)
 		} else {
 			single = append(single, i)
 		}
@@ -95,6 +96,10 @@ func (d *drv) renewShared(ctx context.Context, l *lease, hs []*hold, idx []int, 
 	if leaseGone(err) {
 		d.leases.dead(l)
 	}
+	if errors.Is(err, errRetired) {
+		d.rehomeAll(ctx, hs, idx, after, ttls, errs)
+		return
+	}
 	err = mapErr(ctx, err)
 	since, ttl := l.state()
 	for k, i := range idx {
@@ -103,11 +108,37 @@ func (d *drv) renewShared(ctx context.Context, l *lease, hs []*hold, idx []int, 
 			errs[i] = err
 		case gone[k]:
 			errs[i] = fmt.Errorf("etcd: lock entry deleted: %w", driver.ErrLockLost)
+		case hs[i].lease() != l:
+			// Moved meanwhile onto a lease of a later term (rehome) by
+			// a renewal of its own, which reported its window.
+			errs[i] = driver.Unavailable(errRetired)
 		default:
 			ttls[i] = ttl
 			l.track(hs[i], since.Add(ttl))
 		}
 	}
+}
+
+// rehomeAll moves the entries of the holds idx, whose shared lease was
+// retired by a leader change, onto a lease of the new term (see rehome),
+// a few at a time, and sets their renewals' outcomes.
+func (d *drv) rehomeAll(ctx context.Context, hs []*hold, idx []int, start time.Time, ttls []time.Duration, errs []error) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, perHoldRenewers)
+	for _, i := range idx {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := d.rehome(ctx, hs[i], start); err != nil {
+				errs[i] = mapErr(ctx, err)
+				return
+			}
+			ttls[i] = hs[i].ttl()
+		}()
+	}
+	wg.Wait()
 }
 
 // sweep deletes the entries of the holds on the shared lease l whose own
@@ -130,6 +161,9 @@ func (d *drv) sweep(l *lease) {
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, sweepers)
 		for _, h := range expired {
+			if h.lease() != l {
+				continue // moved onto a lease of a later term (rehome)
+			}
 			sem <- struct{}{}
 			wg.Add(1)
 			go func() {

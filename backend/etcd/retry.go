@@ -29,7 +29,8 @@ func retry(ctx context.Context, do func(ctx context.Context) error) error {
 		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 		err := do(actx)
 		cancel()
-		if err == nil || ctx.Err() != nil || errors.Is(err, errRetired) || !errors.Is(mapErr(ctx, err), driver.ErrUnavailable) {
+		if err == nil || ctx.Err() != nil || errors.Is(err, errRetired) || errors.Is(err, driver.ErrClosed) ||
+			!errors.Is(mapErr(ctx, err), driver.ErrUnavailable) {
 			return err
 		}
 		select {

@@ -49,7 +49,7 @@ func TestConcurrentBatchesShareAKeepalive(t *testing.T) {
 		}
 		hs[i] = h
 	}
-	l := hs[0].State.(*hold).lease
+	l := hs[0].State.(*hold).lease()
 	if !l.shared {
 		t.Fatal("the holds are not on a shared lease")
 	}
@@ -103,7 +103,7 @@ func TestSharedRoundOutlivesItsCallersContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := h.State.(*hold).lease
+	l := h.State.(*hold).lease()
 	// Hold the renewal turn so that the first round waits for it.
 	if err := l.take(ctx); err != nil {
 		t.Fatal(err)

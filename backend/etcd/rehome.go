@@ -1,0 +1,112 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// rehome moves h's entry off its lease, retired by a leader change (see
+// lease.retired), onto a lease of the current term, so that the hold or
+// waiter outlives the change. The entry keeps its name and its create
+// revision, so its token and its place in the queue; only the lease it is
+// attached to changes, by a put guarded by the create revision. A put that
+// succeeds shows the entry was there without a break, and from then on the
+// new lease keeps it.
+//
+// The new lease is kept alive first, with a keepalive sent no earlier than
+// start (the start of the renewal that asked for the move), so that it
+// runs at least as long as the window the renewal reports, and as long as
+// the old lease could have kept the entry: whichever lease the entry is on
+// when the put's outcome is unknown, it outlives the hold's window. A hold
+// that cannot be moved keeps its old lease and runs out with it.
+func (d *drv) rehome(ctx context.Context, h *hold, start time.Time) error {
+	h.moving.Lock() // one move at a time: a caller's Renew and the watchdog's
+	defer h.moving.Unlock()
+	if h.released {
+		return fmt.Errorf("etcd: hold released: %w", driver.ErrNotHeld)
+	}
+	if h.stranded {
+		return driver.Unavailable(errRetired)
+	}
+	old := h.lease()
+	if !old.isRetired() {
+		// Moved meanwhile by another renewal, which may have started
+		// before this one: keep the new lease alive from now on.
+		return retry(ctx, func(ctx context.Context) error { return d.keepAliveConfirmed(ctx, h) })
+	}
+	_, ttl := old.state()
+	nl, err := d.freshLease(ctx, ttl, start)
+	if err != nil {
+		return err
+	}
+	resp, err := d.moveEntry(ctx, h, nl.id)
+	if err != nil {
+		// The entry may be on nl now. A shared nl would keep it for as
+		// long as nl lives: it is deleted once the hold's window on the
+		// old lease has ended (a waiter deletes it as it gives up), and
+		// never moved again. A lease of its own is left to expire, never
+		// pooled.
+		h.stranded = true
+		if nl.shared {
+			if until := h.validUntil(); !until.IsZero() {
+				d.dropAt(h.key, h.rev, until)
+			}
+			d.leases.put(nl)
+		}
+		return err
+	}
+	d.confirmed(nl, resp.Header.RaftTerm)
+	if !resp.Succeeded {
+		d.leases.put(nl)
+		return fmt.Errorf("etcd: lock entry deleted: %w", driver.ErrLockLost)
+	}
+	if old.shared {
+		old.untrack(h)
+	}
+	if nl.shared && d.loss.registered(h) {
+		since, ttl := nl.state()
+		nl.track(h, since.Add(ttl))
+	}
+	h.lz.Store(nl)
+	d.leases.put(old)
+	return nil
+}
+
+// moveEntry attaches h's entry to lease id, keeping its value, if its
+// create revision is still h's (resp.Succeeded). The guard makes it safe to
+// send again, so it is retried across a leader election.
+func (d *drv) moveEntry(ctx context.Context, h *hold, id clientv3.LeaseID) (resp *clientv3.TxnResponse, err error) {
+	err = retry(ctx, func(ctx context.Context) (err error) {
+		resp, err = d.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(h.key), "=", h.rev)).
+			Then(clientv3.OpPut(h.key, "", clientv3.WithIgnoreValue(), clientv3.WithLease(id))).
+			Commit()
+		return err
+	})
+	return resp, err
+}
+
+// freshLease returns a lease of ttl for a moved entry, kept alive by a
+// keepalive sent no earlier than start: the Locker's shared lease, or a
+// new lease of its own.
+func (d *drv) freshLease(ctx context.Context, ttl time.Duration, start time.Time) (*lease, error) {
+	if !d.leases.shared {
+		return d.leases.grant(ctx, seconds(ttl))
+	}
+	nl, err := d.leases.getShared(ctx, ttl)
+	if err != nil {
+		return nil, err
+	}
+	if since, _ := nl.state(); since.Before(start) {
+		if _, err := d.leases.refresh(ctx, nl, start); err != nil {
+			d.leases.put(nl)
+			return nil, err
+		}
+	}
+	return nl, nil
+}
