@@ -80,12 +80,17 @@ const reportNotes = `
   at most a tenth of the lease) must exceed the round trip, or no instance
   answers in time and no lock is granted.
 - **8, paused (SIGSTOP)** stops the leader process: it answers neither its
-  peers nor its clients. On etcd3 this cell used to fail about one run in
-  six (two holders at once, tokens out of order): once resumed, the old
-  leader answered keepalives before it learned it had been replaced,
-  renewing leases only in its own memory (etcd issue 15247, fixed in etcd
-  3.4.25 and 3.5.8; these servers run 3.4.23). The etcd backend now counts a
-  keepalive only when a consensus response confirms its raft term.
+  peers nor its clients. On etcd3 this cell used to fail (two holders at
+  once, tokens out of order) in two ways. Once resumed, the old leader
+  answered keepalives before it learned it had been replaced, renewing
+  leases only in its own memory (etcd issue 15247, fixed in etcd 3.4.25 and
+  3.5.8; these servers run 3.4.23): the etcd backend counts a keepalive
+  only when a consensus response confirms its raft term. And it had the
+  leases it found expired in its memory revoked through the new leader,
+  also those the new leader had kept alive meanwhile (etcd 3.6.16 does it
+  too): the etcd backend extends a lease only with keepalives of the term
+  it was granted in, and moves the entries of older leases onto leases of
+  the new term.
 - **8, isolated from its peers** runs a private copy of the cluster whose
   members reach each other by name over one route per ordered pair: each
   member runs with a hosts file of its own (bind-mounted in a mount
