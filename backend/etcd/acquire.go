@@ -347,12 +347,14 @@ func (d *drv) wait(ctx context.Context, h *hold, pred incarnation) (own keyWatch
 // this waiter alone: its keepalive is confirmed by the waiter's next
 // linearizable read of the queue, or by refresh before the grant.
 func (d *drv) keepWaiterAlive(ctx context.Context, l *lease) error {
-	if l.shared {
-		_, err := d.leases.refresh(ctx, l, time.Now())
-		return err
-	}
 	// Each attempt bounded: one sent to a member that stopped answering
 	// (a paused leader) must not take the whole interval.
+	if l.shared {
+		return retry(ctx, func(ctx context.Context) error {
+			_, err := d.leases.refresh(ctx, l, time.Now())
+			return err
+		})
+	}
 	return retry(ctx, func(ctx context.Context) error { return d.leases.keepAlive(ctx, l) })
 }
 
