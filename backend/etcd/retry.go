@@ -19,8 +19,9 @@ const attemptTimeout = time.Second
 // retry runs do, a request that is safe to repeat (a guarded delete, a
 // read, a keepalive), until it succeeds, fails for a reason other than
 // unavailability, or ctx ends. Each attempt but the last is bounded by
-// attemptTimeout. A keepalive of a retired lease (see lease.retired) is
-// not tried again: it never extends anything.
+// attemptTimeout. Two unavailabilities are not tried again: a keepalive
+// of a retired lease (see lease.retired), which never extends anything,
+// and a closed driver.
 func retry(ctx context.Context, do func(ctx context.Context) error) error {
 	for backoff := 25 * time.Millisecond; ; backoff = min(2*backoff, 250*time.Millisecond) {
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= attemptTimeout+backoff {
