@@ -21,13 +21,15 @@ import (
 // and counts the requests the client sends: ZooKeeper frames are a 4-byte
 // length and a body.
 type frameProxy struct {
-	ln     net.Listener
-	target string
-	frames atomic.Int64
-	wg     sync.WaitGroup
+	ln       net.Listener
+	target   string
+	frames   atomic.Int64
+	accepted atomic.Int64
+	wg       sync.WaitGroup
 
 	mu    sync.Mutex
 	conns []net.Conn
+	gate  chan struct{} // set by hold
 }
 
 func newFrameProxy(t *testing.T, target string) *frameProxy {
@@ -49,6 +51,13 @@ func newFrameProxy(t *testing.T, target string) *frameProxy {
 
 func (p *frameProxy) addr() string { return p.ln.Addr().String() }
 
+// open counts the connections open now, both sides of each.
+func (p *frameProxy) open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}
+
 // drop closes the connections open now; the client reconnects.
 func (p *frameProxy) drop() {
 	p.mu.Lock()
@@ -59,6 +68,20 @@ func (p *frameProxy) drop() {
 	p.mu.Unlock()
 }
 
+// hold keeps the connections the proxy accepts from now on waiting,
+// neither answered nor forwarded, until release is called (also at the
+// test's end).
+func (p *frameProxy) hold(t *testing.T) (release func()) {
+	gate := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	p.mu.Lock()
+	p.gate = gate
+	p.mu.Unlock()
+	t.Cleanup(release)
+	return release
+}
+
 func (p *frameProxy) accept() {
 	defer p.wg.Done()
 	for {
@@ -66,38 +89,52 @@ func (p *frameProxy) accept() {
 		if err != nil {
 			return
 		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			_ = c.Close()
-			continue
-		}
+		p.accepted.Add(1)
 		p.mu.Lock()
-		p.conns = append(p.conns, c, up)
+		gate := p.gate
 		p.mu.Unlock()
-		p.wg.Add(2)
+		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			defer up.Close()
-			_, _ = io.Copy(c, up)
-		}()
-		go func() {
-			defer p.wg.Done()
-			defer c.Close()
-			var n [4]byte
-			for {
-				if _, err := io.ReadFull(c, n[:]); err != nil {
-					return
-				}
-				body := make([]byte, binary.BigEndian.Uint32(n[:]))
-				if _, err := io.ReadFull(c, body); err != nil {
-					return
-				}
-				p.frames.Add(1)
-				if _, err := up.Write(append(n[:], body...)); err != nil {
-					return
-				}
+			if gate != nil {
+				<-gate
 			}
+			p.forward(c)
 		}()
+	}
+}
+
+// forward connects c to the target and copies both ways, counting the
+// client's frames.
+func (p *frameProxy) forward(c net.Conn) {
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns = append(p.conns, c, up)
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer up.Close()
+		_, _ = io.Copy(c, up)
+	}()
+	defer c.Close()
+	var n [4]byte
+	for {
+		if _, err := io.ReadFull(c, n[:]); err != nil {
+			return
+		}
+		body := make([]byte, binary.BigEndian.Uint32(n[:]))
+		if _, err := io.ReadFull(c, body); err != nil {
+			return
+		}
+		p.frames.Add(1)
+		if _, err := up.Write(append(n[:], body...)); err != nil {
+			return
+		}
 	}
 }
 

@@ -16,12 +16,20 @@ import (
 // detector reports here (this test fails under -race) unless the
 // connection holds the answers back until the watches went out
 // (observedConn).
+//
+// The client is given two proxies to the one server. go-zookeeper fails
+// every request still queued with ErrNoServer when its reconnection
+// wraps around its list of servers, which with a single address is every
+// reconnection. With two, the test cuts the proxy in use while the other
+// holds new connections unanswered; the requests are queued while the
+// client waits there for its session, and the other proxy then lets the
+// reconnection through.
 func TestResumedSessionWithWatchesIsRaceFree(t *testing.T) {
 	const watches, queued = 2000, 16
 	raw := endpoint(t, "DLOCK_ZK_URL", "")
 	for round := range 3 {
-		p := newFrameProxy(t, hosts(t, raw)[0])
-		d, _ := lockerOn(t, "zk://"+p.addr()+testPrefix+"?session_timeout=8s")
+		ps := []*frameProxy{newFrameProxy(t, hosts(t, raw)[0]), newFrameProxy(t, hosts(t, raw)[0])}
+		d, _ := lockerOn(t, "zk://"+ps[0].addr()+","+ps[1].addr()+testPrefix+"?session_timeout=8s")
 		base := fmt.Sprintf("%s/setwatches-%d-%d", testPrefix, time.Now().UnixNano(), round)
 		for i := range watches {
 			if _, _, _, err := d.conn.ExistsW(fmt.Sprintf("%s-%d", base, i)); err != nil {
@@ -29,9 +37,14 @@ func TestResumedSessionWithWatchesIsRaceFree(t *testing.T) {
 			}
 		}
 		sid := d.conn.SessionID()
-		p.drop()
-		eventually(t, 4*time.Second, "the client sees the disconnection", func() bool {
-			return d.conn.State() != zk.StateHasSession
+		cur, next := ps[0], ps[1]
+		if cur.open() == 0 {
+			cur, next = next, cur
+		}
+		release := next.hold(t)
+		cur.drop()
+		eventually(t, 4*time.Second, "the client reconnects through the other proxy", func() bool {
+			return next.accepted.Load() > 0 && d.conn.State() != zk.StateHasSession
 		})
 		var wg sync.WaitGroup
 		errs := make(chan error, queued)
@@ -43,6 +56,10 @@ func TestResumedSessionWithWatchesIsRaceFree(t *testing.T) {
 				errs <- err
 			}()
 		}
+		// Not a speed limit: the requests are meant to be queued before the
+		// reconnection goes through, and they are answered whenever it does.
+		time.Sleep(200 * time.Millisecond)
+		release()
 		wg.Wait()
 		close(errs)
 		for err := range errs {
