@@ -523,6 +523,16 @@ func (p *leasePool) pop(want int64) *lease {
 	return l
 }
 
+// use counts n more entries on the shared lease l (see getShared).
+func (p *leasePool) use(l *lease, n int) {
+	if !l.shared || n <= 0 {
+		return
+	}
+	p.mu.Lock()
+	l.refs += n
+	p.mu.Unlock()
+}
+
 // put returns a lease that no longer carries any key to the pool; for a
 // shared lease, it counts one entry fewer on it.
 func (p *leasePool) put(l *lease) {

@@ -77,6 +77,105 @@ func (d *drv) rehome(ctx context.Context, h *hold, start time.Time) error {
 	return nil
 }
 
+// moveShared moves the entries of the holds idx, all on the retired shared
+// lease l, onto the current shared lease, maxTxnOps to a transaction: each
+// batch is one put per entry onto the new lease, guarded by every entry's
+// create revision, so that it succeeds only if all of them are still
+// there. It does for each batch what rehome does for one hold, and
+// returns the holds it did not move: those it could not take (another
+// move or a Release has them, or they were moved, released or stranded
+// meanwhile) and those of a batch whose guard failed (an entry deleted),
+// for rehome to move or judge one at a time.
+func (d *drv) moveShared(ctx context.Context, l *lease, hs []*hold, idx []int, start time.Time, ttls []time.Duration, errs []error) (rest []int) {
+	_, ttl := l.state()
+	for len(idx) > 0 {
+		var batch []int
+		for len(idx) > 0 && len(batch) < maxTxnOps {
+			i := idx[0]
+			idx = idx[1:]
+			h := hs[i]
+			if !h.moving.TryLock() {
+				rest = append(rest, i)
+				continue
+			}
+			if h.released || h.stranded || h.lease() != l {
+				h.moving.Unlock()
+				rest = append(rest, i)
+				continue
+			}
+			batch = append(batch, i)
+		}
+		if len(batch) > 0 {
+			rest = append(rest, d.moveBatch(ctx, l, ttl, hs, batch, start, ttls, errs)...)
+		}
+	}
+	return rest
+}
+
+// moveBatch moves the entries of the holds batch, whose moving mutexes the
+// caller holds and which it releases, in one transaction (see
+// moveShared).
+func (d *drv) moveBatch(ctx context.Context, old *lease, ttl time.Duration, hs []*hold, batch []int, start time.Time, ttls []time.Duration, errs []error) (rest []int) {
+	defer func() {
+		for _, i := range batch {
+			hs[i].moving.Unlock()
+		}
+	}()
+	nl, err := d.freshLease(ctx, ttl, start)
+	if err != nil {
+		for _, i := range batch {
+			errs[i] = mapErr(ctx, err)
+		}
+		return nil
+	}
+	d.leases.use(nl, len(batch)-1) // one entry on it each
+	cmps := make([]clientv3.Cmp, len(batch))
+	puts := make([]clientv3.Op, len(batch))
+	for k, i := range batch {
+		cmps[k] = clientv3.Compare(clientv3.CreateRevision(hs[i].key), "=", hs[i].rev)
+		puts[k] = clientv3.OpPut(hs[i].key, "", clientv3.WithIgnoreValue(), clientv3.WithLease(nl.id))
+	}
+	var resp *clientv3.TxnResponse
+	err = retry(ctx, func(ctx context.Context) (err error) {
+		resp, err = d.cli.Txn(ctx).If(cmps...).Then(puts...).Commit()
+		return err
+	})
+	if err != nil {
+		// Each entry may be on nl now: as in rehome, each hold is
+		// stranded, and its entry deleted once its window has ended.
+		for _, i := range batch {
+			h := hs[i]
+			h.stranded = true
+			if until := h.validUntil(); !until.IsZero() {
+				d.dropAt(h.key, h.rev, until)
+			}
+			d.leases.put(nl)
+			errs[i] = mapErr(ctx, err)
+		}
+		return nil
+	}
+	d.confirmed(nl, resp.Header.RaftTerm)
+	if !resp.Succeeded {
+		for range batch {
+			d.leases.put(nl)
+		}
+		return batch
+	}
+	registered := d.loss.registered
+	since, nttl := nl.state()
+	for _, i := range batch {
+		h := hs[i]
+		old.untrack(h)
+		if registered(h) {
+			nl.track(h, since.Add(nttl))
+		}
+		h.lz.Store(nl)
+		d.leases.put(old)
+		ttls[i] = nttl
+	}
+	return nil
+}
+
 // moveEntry attaches h's entry to lease id, keeping its value, if its
 // create revision is still h's (resp.Succeeded). The guard makes it safe to
 // send again, so it is retried across a leader election.

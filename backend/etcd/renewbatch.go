@@ -97,7 +97,7 @@ func (d *drv) renewShared(ctx context.Context, l *lease, hs []*hold, idx []int, 
 		d.leases.dead(l)
 	}
 	if errors.Is(err, errRetired) {
-		d.rehomeAll(ctx, hs, idx, after, ttls, errs)
+		d.rehomeAll(ctx, l, hs, idx, after, ttls, errs)
 		return
 	}
 	err = mapErr(ctx, err)
@@ -119,10 +119,18 @@ func (d *drv) renewShared(ctx context.Context, l *lease, hs []*hold, idx []int, 
 	}
 }
 
-// rehomeAll moves the entries of the holds idx, whose shared lease was
-// retired by a leader change, onto a lease of the new term (see rehome),
-// a few at a time, and sets their renewals' outcomes.
-func (d *drv) rehomeAll(ctx context.Context, hs []*hold, idx []int, start time.Time, ttls []time.Duration, errs []error) {
+// rehomeAll moves the entries of the holds idx, whose shared lease l was
+// retired by a leader change, onto a lease of the current term (see
+// rehome), recording each one's TTL or error. On a shared lease they move
+// together, maxTxnOps to a transaction (moveShared): after a leader change
+// every hold of the Locker moves at its next renewal, and one transaction
+// each did not finish 100,000 of them within their windows. The holds the
+// batches cannot take (moved, released or stranded meanwhile, or in a
+// batch whose transaction found an entry changed) move one at a time.
+func (d *drv) rehomeAll(ctx context.Context, l *lease, hs []*hold, idx []int, start time.Time, ttls []time.Duration, errs []error) {
+	if d.leases.shared {
+		idx = d.moveShared(ctx, l, hs, idx, start, ttls, errs)
+	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, perHoldRenewers)
 	for _, i := range idx {
