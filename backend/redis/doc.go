@@ -356,6 +356,26 @@
 // (1.3 to 1.7 ms in earlier runs), not 1. TestQueueCommandsPerAcquisitionFlat
 // checks the flat commands per acquisition on a server of its own.
 //
+// There is no barging mode. sync.Mutex's trade (a Lock arriving as the
+// key is freed takes it ahead of the line, until the first waiter has
+// waited past a bound) was built and measured on this machine, and did
+// not raise throughput. The line's handoff already costs one round trip:
+// the release grants the key, and the waiter takes it without a request
+// of its own. A barging release frees the key instead, and the releaser's
+// next Lock takes it back in a second round trip, while the first waiter,
+// woken, makes an attempt that is refused. At 8 processes (make
+// bench-peers' contended scenario, 1 ms hold, medians of 2):
+//
+//	barging window, first waiter woken     acq/s   line acq/s   spin lock acq/s
+//	2 ms, at every release                 608     619          719
+//	2 ms, once per turn                    594     668          721
+//	5 ms, once per turn                    655     682          728
+//
+// In the last two rows the first waiter times its next attempt for the
+// end of its window. The spin lock's lead comes from its cheaper
+// commands (server CPU 135-142 µs per acquisition in those runs, against
+// 182-193 µs for the line), not from the order it hands the key in.
+//
 // # Minimum hold
 //
 // A minimum hold (dlock.WithMinHold, driver.Lapser) released early sets
