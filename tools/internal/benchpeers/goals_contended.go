@@ -301,7 +301,8 @@ func hotKey(gs *goals, run goalRun) {
 		rateOK, tailOK := d.AcqPerSec >= b.AcqPerSec, d.WaitP99 <= b.WaitP99/4
 		var why []string
 		if !rateOK {
-			why = append(why, redisRateWhy(run, []sized{{n, d, b}}))
+			why = append(why, redisRateWhy(run, []sized{{n, d, b}}),
+				"Barging (sync.Mutex's trade) was built and measured, and ran slower than the line: see \"There is no barging mode\" in the redis package doc.")
 		}
 		if !tailOK {
 			bound := float64(n)*cycleMs(d) + float64(run.cfg.Hold)/float64(time.Millisecond)
