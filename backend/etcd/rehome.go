@@ -77,37 +77,62 @@ func (d *drv) rehome(ctx context.Context, h *hold, start time.Time) error {
 	return nil
 }
 
+// txnKeyBytes bounds the key bytes of one write transaction, well under
+// etcd's default limit on a proposal (1.5 MiB) and the client's on a
+// request (2 MiB): maxTxnOps guarded puts of the longest keys
+// (driver.MaxKeyLen bytes, escaped to three each) would not fit in one.
+const txnKeyBytes = 512 << 10
+
+// txnParts splits idx into runs of at most maxTxnOps holds whose keys,
+// each counted times times, make at most txnKeyBytes: the holds one
+// transaction can take. It returns where each run starts in idx, then
+// len(idx).
+func txnParts(hs []*hold, idx []int, times int) []int {
+	bounds := []int{0}
+	size := 0
+	for k, i := range idx {
+		n := times * len(hs[i].key)
+		if first := bounds[len(bounds)-1]; k > first && (k-first == maxTxnOps || size+n > txnKeyBytes) {
+			bounds = append(bounds, k)
+			size = 0
+		}
+		size += n
+	}
+	return append(bounds, len(idx))
+}
+
 // moveShared moves the entries of the holds idx, all on the retired shared
-// lease l, onto the current shared lease, maxTxnOps to a transaction: each
-// batch is one put per entry onto the new lease, guarded by every entry's
-// create revision, so that it succeeds only if all of them are still
-// there. It does for each batch what rehome does for one hold, and
-// returns the holds it did not move: those it could not take (another
-// move or a Release has them, or they were moved, released or stranded
-// meanwhile) and those of a batch whose guard failed (an entry deleted),
-// for rehome to move or judge one at a time.
+// lease l, onto the current shared lease, as many to a transaction as one
+// takes (txnParts, each key twice): each batch is one put per entry onto
+// the new lease, guarded by every entry's create revision, so that it
+// succeeds only if all of them are still there. It does for each batch
+// what rehome does for one hold, and returns the holds it did not move:
+// those it could not take (another move or a Release has them, or they
+// were moved, released or stranded meanwhile) and those of a batch whose
+// guard failed (an entry deleted), for rehome to move or judge one at a
+// time.
 func (d *drv) moveShared(ctx context.Context, l *lease, hs []*hold, idx []int, start time.Time, ttls []time.Duration, errs []error) (rest []int) {
+	var taken []int
+	for _, i := range idx {
+		h := hs[i]
+		if !h.moving.TryLock() {
+			rest = append(rest, i)
+			continue
+		}
+		if h.released || h.stranded || h.lease() != l {
+			h.moving.Unlock()
+			rest = append(rest, i)
+			continue
+		}
+		taken = append(taken, i)
+	}
+	if len(taken) == 0 {
+		return rest
+	}
 	_, ttl := l.state()
-	for len(idx) > 0 {
-		var batch []int
-		for len(idx) > 0 && len(batch) < maxTxnOps {
-			i := idx[0]
-			idx = idx[1:]
-			h := hs[i]
-			if !h.moving.TryLock() {
-				rest = append(rest, i)
-				continue
-			}
-			if h.released || h.stranded || h.lease() != l {
-				h.moving.Unlock()
-				rest = append(rest, i)
-				continue
-			}
-			batch = append(batch, i)
-		}
-		if len(batch) > 0 {
-			rest = append(rest, d.moveBatch(ctx, l, ttl, hs, batch, start, ttls, errs)...)
-		}
+	parts := txnParts(hs, taken, 2)
+	for p := 0; p+1 < len(parts); p++ {
+		rest = append(rest, d.moveBatch(ctx, l, ttl, hs, taken[parts[p]:parts[p+1]], start, ttls, errs)...)
 	}
 	return rest
 }

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,24 +35,29 @@ func txnCountingDriver(t *testing.T) (*drv, *atomic.Int64) {
 // their windows, and half of them were lost at a leader change. Each
 // entry keeps its name and create revision (its token) and ends up on the
 // new shared lease.
+//
+// Keys of the longest kind (driver.MaxKeyLen bytes, each escaped to
+// three) make smaller batches: 128 of them would not fit in one request.
 func TestRetiredSharedLeaseMovesHoldsInBatches(t *testing.T) {
+	t.Run("short-keys", func(t *testing.T) {
+		retiredLeaseMoves(t, "batch-move-", int64((300+maxTxnOps-1)/maxTxnOps))
+	})
+	t.Run("longest-keys", func(t *testing.T) {
+		long := strings.Repeat("\xff", driver.MaxKeyLen-8)
+		retiredLeaseMoves(t, long, 0)
+	})
+}
+
+// retiredLeaseMoves holds 300 keys named prefix and a number on one shared
+// lease, retires the lease and renews them: each must be moved, in
+// exactly wantTxns transactions when that is not 0, else in fewer than one
+// each.
+func retiredLeaseMoves(t *testing.T, prefix string, wantTxns int64) {
 	d, txns := txnCountingDriver(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const n = 300
-	hs := make([]driver.Hold, n)
-	for i := range hs {
-		h, err := d.TryAcquire(ctx, driver.Request{Key: "batch-move-" + strconv.Itoa(i), TTL: 10 * time.Second, Owner: owner()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		hs[i] = h
-	}
-	defer func() {
-		for _, h := range hs {
-			_ = d.Release(context.Background(), h)
-		}
-	}()
+	hs := holdKeys(ctx, t, d, prefix, n)
 	old := hs[0].State.(*hold).lease()
 	if !old.shared {
 		t.Fatal("the holds are not on a shared lease")
@@ -80,8 +86,11 @@ func TestRetiredSharedLeaseMovesHoldsInBatches(t *testing.T) {
 	if nl == old || !nl.shared || nl.isRetired() {
 		t.Fatal("the holds were not moved onto a live shared lease")
 	}
-	if want := int64((n + maxTxnOps - 1) / maxTxnOps); moves != want {
-		t.Errorf("%d transactions moved %d holds; want %d (%d entries each)", moves, n, want, maxTxnOps)
+	switch {
+	case wantTxns > 0 && moves != wantTxns:
+		t.Errorf("%d transactions moved %d holds; want %d (%d entries each)", moves, n, wantTxns, maxTxnOps)
+	case moves >= n:
+		t.Errorf("%d transactions moved %d holds; want them moved in batches", moves, n)
 	}
 	for i, h := range hs {
 		s := h.State.(*hold)
@@ -103,4 +112,24 @@ func TestRetiredSharedLeaseMovesHoldsInBatches(t *testing.T) {
 	if oldRefs != 0 || newRefs < n {
 		t.Errorf("entries counted on the old lease %d, on the new %d; want 0 and at least %d", oldRefs, newRefs, n)
 	}
+}
+
+// holdKeys takes n keys named prefix and a number through d, with a 10 s
+// lease each, and releases them when t ends.
+func holdKeys(ctx context.Context, t *testing.T, d *drv, prefix string, n int) []driver.Hold {
+	t.Helper()
+	hs := make([]driver.Hold, 0, n)
+	t.Cleanup(func() {
+		for _, h := range hs {
+			_ = d.Release(context.Background(), h)
+		}
+	})
+	for i := range n {
+		h, err := d.TryAcquire(ctx, driver.Request{Key: prefix + strconv.Itoa(i), TTL: 10 * time.Second, Owner: owner()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, h)
+	}
+	return hs
 }

@@ -122,11 +122,12 @@ func (d *drv) renewShared(ctx context.Context, l *lease, hs []*hold, idx []int, 
 // rehomeAll moves the entries of the holds idx, whose shared lease l was
 // retired by a leader change, onto a lease of the current term (see
 // rehome), recording each one's TTL or error. On a shared lease they move
-// together, maxTxnOps to a transaction (moveShared): after a leader change
-// every hold of the Locker moves at its next renewal, and one transaction
-// each did not finish 100,000 of them within their windows. The holds the
-// batches cannot take (moved, released or stranded meanwhile, or in a
-// batch whose transaction found an entry changed) move one at a time.
+// together, as many to a transaction as one takes (moveShared): after a
+// leader change every hold of the Locker moves at its next renewal, and
+// one transaction each did not finish 100,000 of them within their
+// windows. The holds the batches cannot take (moved, released or stranded
+// meanwhile, or in a batch whose transaction found an entry changed) move
+// one at a time.
 func (d *drv) rehomeAll(ctx context.Context, l *lease, hs []*hold, idx []int, start time.Time, ttls []time.Duration, errs []error) {
 	if d.leases.shared {
 		idx = d.moveShared(ctx, l, hs, idx, start, ttls, errs)
@@ -190,8 +191,10 @@ func (d *drv) sweep(l *lease) {
 // time (see leasePool.refresh). Up to maxTxnOps holds are then judged by
 // one read of their entries; more, by the loss watch once it has caught up
 // with the confirming read, or else by reads of their entries, maxTxnOps
-// per transaction, which run together. gone[k] is set for the holds whose
-// entry is gone.
+// per transaction, which run together. A read of maxTxnOps of the longest
+// keys (about 1.6 MB) goes under the client's 2 MiB limit, and a read is
+// not held to etcd's 1.5 MiB limit on proposals (TestLongestKeysRenew).
+// gone[k] is set for the holds whose entry is gone.
 func (d *drv) keepAliveShared(ctx context.Context, l *lease, after time.Time, hs []*hold, idx []int, gone []bool) error {
 	rev, err := d.leases.refresh(ctx, l, after)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -131,5 +132,23 @@ func TestSharedRoundOutlivesItsCallersContext(t *testing.T) {
 	l.give()
 	if err := <-second; err != nil {
 		t.Fatalf("a caller that joined a round cancelled by its starter: %v; want a round of its own", err)
+	}
+}
+
+// A renewal round reads the entries of up to maxTxnOps holds in one
+// transaction. With keys of the longest kind (driver.MaxKeyLen bytes, each
+// escaped to three) that read is about 1.6 MB: under the client's 2 MiB
+// limit on a request, and a read is not held to etcd's 1.5 MiB limit on
+// proposals. Every hold of the round must be renewed.
+func TestLongestKeysRenew(t *testing.T) {
+	d := testDriver(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	hs := holdKeys(ctx, t, d, strings.Repeat("\xff", driver.MaxKeyLen-8), maxTxnOps)
+	ttls, errs := d.RenewBatch(ctx, hs)
+	for i := range hs {
+		if errs[i] != nil || ttls[i] <= 0 {
+			t.Fatalf("hold %d: renewal %v, TTL %v; want it renewed", i, errs[i], ttls[i])
+		}
 	}
 }
