@@ -60,20 +60,7 @@ func (d *drv) RenewBatch(ctx context.Context, dhs []driver.Hold) ([]time.Duratio
 			single = append(single, i)
 		}
 	}
-	if len(single) > 0 {
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, perHoldRenewers)
-		for _, i := range single {
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				ttls[i], errs[i] = d.Renew(ctx, dhs[i])
-			}()
-		}
-		wg.Wait()
-	}
+	fanOut(single, perHoldRenewers, func(i int) { ttls[i], errs[i] = d.Renew(ctx, dhs[i]) })
 	for l, idx := range groups {
 		d.renewShared(ctx, l, hs, idx, ttls, errs)
 	}
@@ -132,19 +119,27 @@ func (d *drv) rehomeAll(ctx context.Context, l *lease, hs []*hold, idx []int, st
 	if d.leases.shared {
 		idx = d.moveShared(ctx, l, hs, idx, start, ttls, errs)
 	}
+	fanOut(idx, perHoldRenewers, func(i int) {
+		if err := d.rehome(ctx, hs[i], start); err != nil {
+			errs[i] = mapErr(ctx, err)
+			return
+		}
+		ttls[i] = hs[i].ttl()
+	})
+}
+
+// fanOut runs fn(i) for each i of idx, at most n at a time, and returns
+// once every call has.
+func fanOut(idx []int, n int, fn func(i int)) {
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, perHoldRenewers)
+	sem := make(chan struct{}, n)
 	for _, i := range idx {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := d.rehome(ctx, hs[i], start); err != nil {
-				errs[i] = mapErr(ctx, err)
-				return
-			}
-			ttls[i] = hs[i].ttl()
+			fn(i)
 		}()
 	}
 	wg.Wait()
