@@ -84,6 +84,7 @@ func (d *drv) Acquire(ctx context.Context, req driver.Request) (_ driver.Hold, e
 		return driver.Hold{}, err
 	}
 	defer leave(&err)
+	requeued := 0
 	for {
 		h, pred, err := d.enqueue(ctx, req)
 		if err != nil {
@@ -103,6 +104,22 @@ func (d *drv) Acquire(ctx context.Context, req driver.Request) (_ driver.Hold, e
 			// must run out.
 			d.abandon(ctx, h, err)
 			continue
+		}
+		if err != nil && errors.Is(err, driver.ErrLockLost) && ranOut(h.lease()) && ctx.Err() == nil && !d.isDone() {
+			// h's entry was deleted before it was granted, after the
+			// last keepalive sent for its lease had run out: the lease
+			// expired because no keepalive got through in time (on an
+			// overloaded cluster, say), not because someone revoked it
+			// or deleted the entry (that still ends the wait with
+			// ErrLockLost). A waiter holds nothing, so only its place
+			// in line is lost: queue again, on a live lease, as a
+			// ZooKeeper waiter whose node vanished does. A lease that
+			// keeps running out is the store's trouble, not a lost lock.
+			d.abandon(ctx, h, err)
+			if requeued++; requeued < maxRequeues {
+				continue
+			}
+			return driver.Hold{}, driver.Unavailable(fmt.Errorf("etcd: the waiter's queue entry was deleted %d times before its turn (its lease ran out or was revoked)", requeued))
 		}
 		if err != nil {
 			d.abandon(ctx, h, err)
@@ -194,6 +211,17 @@ func (d *drv) enqueue(ctx context.Context, req driver.Request) (*hold, incarnati
 		return h, incarnation{}, nil
 	}
 }
+
+// ranOut reports whether the last keepalive sent for l (or its grant) has
+// run out: the server may then have expired l on its own.
+func ranOut(l *lease) bool {
+	_, ttl := l.state()
+	return time.Since(l.lastSent()) >= ttl
+}
+
+// maxRequeues bounds how many times Acquire queues again after its entry
+// was deleted while it waited.
+const maxRequeues = 4
 
 // errQueuedLost is returned when a waiter's own entry vanished while it
 // waited: its lease expired (the client could not reach the cluster for a

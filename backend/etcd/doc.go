@@ -50,9 +50,14 @@
 //     released sooner learns of the deletion from its Unlock); and before
 //     the lease can expire when renewals fail (dlock's watchdog). A shared
 //     lease that ends ends every hold on it (see Leases).
-//   - A waiter whose lease ends while it is queued (the client could not
-//     reach the cluster for a whole TTL, or the lease was revoked) stops
-//     with ErrLockLost instead of waiting for ever (etcd issue 19597).
+//   - A waiter whose entry is deleted while it is queued, or whose lease
+//     is revoked, stops with ErrLockLost instead of waiting for ever (etcd
+//     issue 19597). One whose lease expired because no keepalive got
+//     through for a whole TTL (the client was cut off, or the cluster was
+//     too loaded to answer in time) lost only its place in line: it queues
+//     again on a live lease, up to three times, then fails with
+//     ErrUnavailable. It tells the two apart by its own clock: an entry
+//     gone after the last keepalive it sent had run out expired.
 //   - Lost quorum: requests fail with ErrUnavailable once their context
 //     ends; a holder that cannot renew sees Done close before its lease
 //     could have expired. A lease is never extended past the term of the
@@ -269,8 +274,9 @@
 //     retried release never deletes a later entry of the same name (etcd
 //     issue 22082).
 //   - A waiter keeps its lease alive, watches its own entry once it has
-//     waited 20ms, and checks it on every read, so one whose lease ends
-//     while queued returns ErrLockLost (etcd issue 19597).
+//     waited 20ms, and checks it on every read, so one whose lease is
+//     revoked while queued returns ErrLockLost (etcd issue 19597), and
+//     one whose lease expired queues again (above).
 //   - TryLock writes nothing when the key is held or has waiters: the put
 //     is conditional on the whole queue being empty.
 //   - A waiter whose context ends deletes its entry with a fresh context and

@@ -24,6 +24,7 @@ type replyGate struct {
 
 	mu   sync.Mutex
 	gate chan struct{} // closed while replies flow
+	cut  bool          // hold holds the requests too
 	wg   sync.WaitGroup
 }
 
@@ -73,6 +74,9 @@ func (g *replyGate) pipe(dst, src net.Conn, gated bool) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			g.mu.Lock()
+			gated := gated || g.cut
+			g.mu.Unlock()
 			if gated {
 				g.mu.Lock()
 				gate := g.gate
@@ -92,6 +96,21 @@ func (g *replyGate) pipe(dst, src net.Conn, gated bool) {
 func (g *replyGate) hold() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.cut = false
+	g.shut()
+}
+
+// sever holds the bytes both ways: the server hears nothing more either,
+// as behind a partition.
+func (g *replyGate) sever() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.cut = true
+	g.shut()
+}
+
+// shut stops what the gate holds until open; g.mu held.
+func (g *replyGate) shut() {
 	select {
 	case <-g.gate:
 		g.gate = make(chan struct{})
