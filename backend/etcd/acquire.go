@@ -119,7 +119,7 @@ func (d *drv) Acquire(ctx context.Context, req driver.Request) (_ driver.Hold, e
 			if requeued++; requeued < maxRequeues {
 				continue
 			}
-			return driver.Hold{}, driver.Unavailable(fmt.Errorf("etcd: the waiter's queue entry was deleted %d times before its turn (its lease ran out or was revoked)", requeued))
+			return driver.Hold{}, driver.Unavailable(fmt.Errorf("etcd: the waiter's queue entry was deleted %d times before its turn, each time after its lease had run out without a keepalive getting through", requeued))
 		}
 		if err != nil {
 			d.abandon(ctx, h, err)
