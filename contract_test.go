@@ -12,6 +12,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend/memory"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/observe"
 )
 
 // Lock, TryLock and Unlock raced against Close, many times: no call may
@@ -238,6 +239,49 @@ func TestLossCauseRenewalFailed(t *testing.T) {
 	}
 	if uerr := m.Unlock(context.Background()); !errors.Is(uerr, dlock.ErrRenewalFailed) {
 		t.Fatalf("Unlock after failed renewals: %v; want the same cause", uerr)
+	}
+}
+
+// endGate is an Observer whose HoldEnd for one key waits until released:
+// it stalls the loss lane's worker, as a loaded machine delays it.
+type endGate struct {
+	noop
+	key     string
+	release chan struct{}
+}
+
+func (g endGate) HoldEnd(e observe.HoldEnd) {
+	if e.Key == g.key {
+		<-g.release
+	}
+}
+
+// A hold whose renewals failed keeps that cause when the backend's own
+// expiry of its lease is reported before the watchdog's loss lane gets to
+// it (a busy process, a late timer): the report comes after the validity
+// window the hold counted, so it is the expiry the watchdog would have
+// declared, not news from the backend.
+func TestLossCauseRenewalFailedWhenExpiryIsReportedFirst(t *testing.T) {
+	gate := endGate{key: "a", release: make(chan struct{})}
+	var once sync.Once
+	open := func() { once.Do(func() { close(gate.release) }) }
+	t.Cleanup(open)
+	f, l := newFaulty(t, memory.NewStore(), dlock.WithTTL(300*time.Millisecond), dlock.WithObserver(gate))
+	f.failRenew.Store(true)
+	a := lockNew(t, l, "a")
+	b := lockNew(t, l, "b")
+	select {
+	case <-b.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("b's Done still open 5s after its lease ended on the store")
+	}
+	open()
+	<-a.Done()
+	for name, m := range map[string]*dlock.Mutex{"a": a, "b": b} {
+		err := m.Err()
+		if !errors.Is(err, dlock.ErrRenewalFailed) || errors.Is(err, dlock.ErrReportedLost) {
+			t.Errorf("%s: Err %v; want ErrRenewalFailed alone", name, err)
+		}
 	}
 }
 

@@ -53,7 +53,9 @@ var (
 	ErrRenewalFailed = driver.ErrRenewalFailed
 	// ErrReportedLost: the backend said the hold had ended: the session
 	// expired, the key was deleted or taken over, a renewal or release found
-	// the lock no longer this hold's.
+	// the lock no longer this hold's, while the validity window was still
+	// open by the hold's own clock. Told after that, it is the expiry the
+	// watchdog declares: ErrRenewalFailed or ErrLeaseExpired.
 	ErrReportedLost = driver.ErrReportedLost
 	// ErrLeaseExpired: the validity window ran out with no renewal
 	// attempted (auto-renew off and no Renew, or a process paused past its

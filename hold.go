@@ -267,6 +267,18 @@ func (h *hold) doneChan() <-chan struct{} {
 	return h.done
 }
 
+// reportLost ends the hold for a loss the backend reported (err says
+// how), unless the hold's own clock has already run its validity window
+// down to the loss margin: the backend then tells of the expiry the
+// watchdog declares (its timer or loss lane only late on a busy process),
+// and the hold ends with that cause, ErrRenewalFailed or ErrLeaseExpired.
+func (h *hold) reportLost(err error) {
+	if h.ended() {
+		return
+	}
+	h.lose(newLoss(ErrReportedLost, err))
+}
+
 // lose ends the hold as lost and lets local waiters at the backend.
 func (h *hold) lose(err error) {
 	if !h.end(err, nil) {
@@ -326,7 +338,7 @@ func (h *hold) start() {
 		return
 	}
 	reported := func() {
-		h.lose(newLoss(ErrReportedLost, errors.New("the backend signalled the end of the hold (session expired, key deleted or taken over)")))
+		h.reportLost(errors.New("the backend signalled the end of the hold (session expired, key deleted or taken over)"))
 	}
 	if ln := h.m.l.lossN; ln != nil {
 		h.stopLoss = ln.OnLost(h.dh, reported)
@@ -508,8 +520,7 @@ func (h *hold) renew(ctx context.Context) error {
 func (h *hold) renewed(ctx context.Context, sent time.Time, ttl time.Duration, err error) error {
 	if err != nil {
 		if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLockLost) {
-			lerr := newLoss(ErrReportedLost, err)
-			h.lose(lerr)
+			h.reportLost(err)
 			return h.settled()
 		}
 		h.mu.Lock()
