@@ -44,8 +44,10 @@ func TestElectionNeedsInspector(t *testing.T) {
 // the next candidate can win: the next Campaign returns only after the
 // server let the lease go, which is after the loss was declared.
 func TestElectionLossToldBeforeNextLeader(t *testing.T) {
+	// The loss margin (a tenth of the TTL) must outlast the delays of a
+	// loaded machine in running the watchdog.
 	s := memory.NewStore()
-	f, la := newInspecting(t, s, dlock.WithTTL(400*time.Millisecond))
+	f, la := newInspecting(t, s, dlock.WithTTL(2*time.Second))
 	lb, err := memory.New(s)
 	if err != nil {
 		t.Fatal(err)
@@ -66,15 +68,9 @@ func TestElectionLossToldBeforeNextLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lostAt := make(chan time.Time, 1)
-	go func() {
-		<-a.Done()
-		lostAt <- time.Now()
-	}()
 	if err := b.Campaign(ctx, "b"); err != nil {
 		t.Fatalf("Campaign: %v", err)
 	}
-	won := time.Now()
 	select {
 	case <-a.Done():
 	default:
@@ -82,9 +78,6 @@ func TestElectionLossToldBeforeNextLeader(t *testing.T) {
 	}
 	if !errors.Is(a.Err(), dlock.ErrLockLost) || !errors.Is(a.Err(), dlock.ErrRenewalFailed) {
 		t.Fatalf("lost leader's Err: %v; want ErrLockLost and ErrRenewalFailed", a.Err())
-	}
-	if at := <-lostAt; !at.Before(won) {
-		t.Fatalf("lost leader told at %v, next leader won at %v; want the loss first", at, won)
 	}
 	if a.Token() != 0 || b.Token() <= termA {
 		t.Fatalf("terms: lost leader %d, next %d; want 0 and above %d", a.Token(), b.Token(), termA)

@@ -103,7 +103,9 @@ func lockNew(t *testing.T, l *dlock.Locker, key string, opts ...dlock.Option) *d
 // When renewals keep failing, Done closes and Do's context is cancelled
 // before the validity window ends, not after.
 func TestWatchdogDeclaresLossBeforeExpiry(t *testing.T) {
-	f, l := newFaulty(t, memory.NewStore(), dlock.WithTTL(600*time.Millisecond))
+	// A TTL long enough that the loss margin (a tenth) outlasts the delays
+	// of a loaded machine in waking this test.
+	f, l := newFaulty(t, memory.NewStore(), dlock.WithTTL(2*time.Second))
 	f.failRenew.Store(true)
 	m, _ := l.NewMutex("k")
 	var expires, cancelled time.Time
@@ -133,7 +135,7 @@ func TestWatchdogDeclaresLossBeforeExpiry(t *testing.T) {
 func TestWatchdogLosesWhileRenewalHangs(t *testing.T) {
 	s := memory.NewStore()
 	f := &faulty{Locker: s.Driver(), stuck: make(chan struct{})}
-	l, err := dlock.NewLocker(f, dlock.WithTTL(600*time.Millisecond))
+	l, err := dlock.NewLocker(f, dlock.WithTTL(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +220,7 @@ func TestWatchdogStopsAtUnlock(t *testing.T) {
 
 // With auto-renew off, Done closes when the validity window ends.
 func TestNoAutoRenewLosesAtValidityEnd(t *testing.T) {
-	f, l := newFaulty(t, memory.NewStore(), dlock.WithTTL(200*time.Millisecond), dlock.WithAutoRenew(false))
+	f, l := newFaulty(t, memory.NewStore(), dlock.WithTTL(time.Second), dlock.WithAutoRenew(false))
 	m := lockNew(t, l, "k")
 	exp := m.Lease().Expires
 	select {
