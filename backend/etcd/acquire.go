@@ -499,9 +499,12 @@ func (d *drv) abandon(ctx context.Context, h *hold, cause error) {
 // undo cleans up after an acquire transaction whose outcome is unknown: it
 // may have created the entry key on lease l. Revoking a lease of its own
 // deletes whatever was attached to it. A shared lease backs other holds:
-// the entry is looked up and deleted by its create revision instead, in
-// the background until it answers (dropLater). Best effort, with a fresh
-// context.
+// the entry is deleted only if it is on l, in one guarded delete. The
+// caller still holds the key's gate, so no later incarnation of this
+// Locker's entry can exist yet: an entry on l is the one the transaction
+// may have created. The delete needs no answer read back (a client that
+// refuses the answers, say for their size, still gets it applied). Best
+// effort, with a fresh context.
 func (d *drv) undo(ctx context.Context, l *lease, key string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
@@ -510,18 +513,11 @@ func (d *drv) undo(ctx context.Context, l *lease, key string) {
 		return
 	}
 	d.leases.put(l)
-	// The caller still holds the key's gate: no later incarnation of this
-	// Locker's entry can exist yet, so whatever a read finds on l is the
-	// one the transaction may have created.
 	_ = retry(cctx, func(ctx context.Context) error {
-		resp, err := d.cli.Get(ctx, key)
-		if err != nil {
-			return err
-		}
-		if len(resp.Kvs) == 0 || clientv3.LeaseID(resp.Kvs[0].Lease) != l.id {
-			return nil
-		}
-		_, err = d.deleteEntry(ctx, &hold{key: key, rev: resp.Kvs[0].CreateRevision}, time.Time{})
+		_, err := d.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.LeaseValue(key), "=", l.id)).
+			Then(clientv3.OpDelete(key)).
+			Commit()
 		return err
 	})
 }
