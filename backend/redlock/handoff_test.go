@@ -125,8 +125,17 @@ func TestReleaseHandsTheLockToTheWaiter(t *testing.T) {
 	if n := e.requests() - before; n != 0 {
 		t.Errorf("the waiter sent %d requests to take a lock handed to it; want 0", n)
 	}
+	// Unlock returns once a majority released; the other instances'
+	// releases (and the grants they make) may still be on their way.
 	for i, c := range e.admin {
-		if n, err := c.ZCard(e.ctx, e.prefix+"w:"+e.key).Result(); err != nil || n != 0 {
+		var n int64
+		var err error
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if n, err = c.ZCard(e.ctx, e.prefix+"w:"+e.key).Result(); (err == nil && n == 0) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil || n != 0 {
 			t.Errorf("instance %d: %d still in line (%v); want the waiter gone from it", i, n, err)
 		}
 	}
@@ -209,9 +218,22 @@ func TestPartialGrantsAreGivenBack(t *testing.T) {
 	if got := e.wait.Token(); got <= first {
 		t.Errorf("token %d after the releaser's %d", got, first)
 	}
+	// Lock returns once a majority granted it; the other instances' grants
+	// may still be on their way (on a loaded machine, past this read).
+	// Wait a while for them, and judge the instances that have one.
 	owners := map[string]int{}
 	for i, c := range e.admin {
-		v, err := c.Get(e.ctx, e.prefix+"l:"+e.key).Result()
+		var v string
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			v, err = c.Get(e.ctx, e.prefix+"l:"+e.key).Result()
+			if !errors.Is(err, redis.Nil) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if errors.Is(err, redis.Nil) {
+			continue // its grant never landed: the hold stands on the others
+		}
 		if err != nil {
 			t.Fatalf("instance %d: %v", i, err)
 		}
@@ -220,8 +242,9 @@ func TestPartialGrantsAreGivenBack(t *testing.T) {
 		}
 		owners[v]++
 	}
-	if len(owners) != 1 || strings.Contains(strings.Join(slices.Collect(maps.Keys(owners)), ""), ".") {
-		t.Errorf("owners after the attempt: %v; want the waiter's one owner on every instance", owners)
+	quorum := len(e.admin)/2 + 1
+	if len(owners) != 1 || strings.Contains(strings.Join(slices.Collect(maps.Keys(owners)), ""), ".") || slices.Max(slices.Collect(maps.Values(owners))) < quorum {
+		t.Errorf("owners after the attempt: %v; want the waiter's one owner on every instance that has the lock, at least %d", owners, quorum)
 	}
 	_ = e.wait.Unlock(e.ctx)
 }
