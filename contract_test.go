@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -265,8 +266,8 @@ func TestLossCauseRenewalFailedWhenExpiryIsReportedFirst(t *testing.T) {
 	gate := endGate{key: "a", release: make(chan struct{})}
 	var once sync.Once
 	open := func() { once.Do(func() { close(gate.release) }) }
-	t.Cleanup(open)
 	f, l := newFaulty(t, memory.NewStore(), dlock.WithTTL(300*time.Millisecond), dlock.WithObserver(gate))
+	t.Cleanup(open) // before the Locker's Close, which waits for a's end
 	f.failRenew.Store(true)
 	a := lockNew(t, l, "a")
 	b := lockNew(t, l, "b")
@@ -283,6 +284,69 @@ func TestLossCauseRenewalFailedWhenExpiryIsReportedFirst(t *testing.T) {
 			t.Errorf("%s: Err %v; want ErrRenewalFailed alone", name, err)
 		}
 	}
+}
+
+// renewGate is an endGate that also tells when a watchdog renewal of key
+// "b" has ended.
+type renewGate struct {
+	endGate
+	once    sync.Once
+	renewed chan struct{}
+}
+
+func (g *renewGate) End(_ context.Context, c observe.Call, _ observe.Result) {
+	if c.Op == observe.OpRenew && c.Watchdog && c.Key == "b" {
+		g.once.Do(func() { close(g.renewed) })
+	}
+}
+
+// A renewal that answers "not held" only after the hold's window ran down
+// (a driver that does not heed its context) tells of the expiry too: the
+// hold ends with ErrRenewalFailed, the renewal's answer as its detail.
+func TestLossCauseNotHeldAfterWindow(t *testing.T) {
+	gate := &renewGate{endGate: endGate{key: "a", release: make(chan struct{})}, renewed: make(chan struct{})}
+	var once sync.Once
+	open := func() { once.Do(func() { close(gate.release) }) }
+	s := memory.NewStore()
+	f := &faulty{Locker: s.Driver(), stuck: make(chan struct{}), stuckErr: fmt.Errorf("injected late answer: %w", driver.ErrNotHeld)}
+	// A TTL long enough that the stuck renewals can be let go between the
+	// loss margin and the store's own expiry (a tenth of it).
+	l, err := dlock.NewLocker(f, dlock.WithTTL(3*time.Second), dlock.WithObserver(gate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	t.Cleanup(open) // before Close, which waits for a's end
+	var unstick sync.Once
+	t.Cleanup(func() { unstick.Do(func() { close(f.stuck) }) })
+	a := lockNew(t, l, "a")
+	b := lockNew(t, l, "b")
+	expires := b.Lease().Expires
+	// Past b's loss margin, the loss lane is held by a's end; b's renewal
+	// is still stuck. Let it answer, before the store expires b.
+	time.Sleep(time.Until(expires.Add(-driver.LossMargin(3*time.Second) / 2)))
+	unstick.Do(func() { close(f.stuck) })
+	// Any look at b (Done, Err) would declare it lost by its clock before
+	// the renewal's answer is in: wait for the renewal's end first.
+	select {
+	case <-gate.renewed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("b's renewal still not ended 5s after it was let go")
+	}
+	select {
+	case <-b.Done():
+	default:
+		t.Fatal("b's Done still open after its renewal answered not held")
+	}
+	err = b.Err()
+	if !errors.Is(err, dlock.ErrRenewalFailed) || errors.Is(err, dlock.ErrReportedLost) {
+		t.Fatalf("b: Err %v; want ErrRenewalFailed alone", err)
+	}
+	if !strings.Contains(err.Error(), "injected late answer") {
+		t.Fatalf("b: Err %q; want the renewal's answer as its detail", err)
+	}
+	open()
+	<-a.Done()
 }
 
 // Do's context: Deadline is the lease's end and moves with renewal;

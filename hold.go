@@ -520,6 +520,9 @@ func (h *hold) renew(ctx context.Context) error {
 func (h *hold) renewed(ctx context.Context, sent time.Time, ttl time.Duration, err error) error {
 	if err != nil {
 		if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLockLost) {
+			h.mu.Lock()
+			h.renewErr = err // the detail, should the window have run out first
+			h.mu.Unlock()
 			h.reportLost(err)
 			return h.settled()
 		}

@@ -21,6 +21,7 @@ type faulty struct {
 	failRenew atomic.Bool
 	hang      atomic.Bool
 	stuck     chan struct{} // when not nil, Renew blocks until it is closed, ignoring ctx
+	stuckErr  error         // what a stuck Renew returns; nil for an injected unavailability
 	stale     atomic.Bool   // grants report a lease last extended two TTLs ago
 	renews    atomic.Int32
 	watches   atomic.Int32
@@ -43,6 +44,9 @@ func (f *faulty) Renew(ctx context.Context, h driver.Hold) (time.Duration, error
 	f.renews.Add(1)
 	if f.stuck != nil {
 		<-f.stuck
+		if f.stuckErr != nil {
+			return 0, f.stuckErr
+		}
 		return 0, driver.Unavailable(errors.New("injected stuck renewal"))
 	}
 	if f.failRenew.Load() {
