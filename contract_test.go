@@ -310,8 +310,10 @@ func TestLossCauseNotHeldAfterWindow(t *testing.T) {
 	s := memory.NewStore()
 	f := &faulty{Locker: s.Driver(), stuck: make(chan struct{}), stuckErr: fmt.Errorf("injected late answer: %w", driver.ErrNotHeld)}
 	// A TTL long enough that the stuck renewals can be let go between the
-	// loss margin and the store's own expiry (a tenth of it).
-	l, err := dlock.NewLocker(f, dlock.WithTTL(3*time.Second), dlock.WithObserver(gate))
+	// loss margin and the store's own expiry (a tenth of it, 600ms: 300ms
+	// on either side for a loaded machine's delays).
+	const ttl = 6 * time.Second
+	l, err := dlock.NewLocker(f, dlock.WithTTL(ttl), dlock.WithObserver(gate))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +326,7 @@ func TestLossCauseNotHeldAfterWindow(t *testing.T) {
 	expires := b.Lease().Expires
 	// Past b's loss margin, the loss lane is held by a's end; b's renewal
 	// is still stuck. Let it answer, before the store expires b.
-	time.Sleep(time.Until(expires.Add(-driver.LossMargin(3*time.Second) / 2)))
+	time.Sleep(time.Until(expires.Add(-driver.LossMargin(ttl) / 2)))
 	unstick.Do(func() { close(f.stuck) })
 	// Any look at b (Done, Err) would declare it lost by its clock before
 	// the renewal's answer is in: wait for the renewal's end first.

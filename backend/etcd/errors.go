@@ -43,8 +43,8 @@ func overSizeLimit(err error) bool {
 // caller's context error as is, ErrLockLost for a vanished lease, a plain
 // error for requests the server refused on their merits (permissions, bad
 // arguments, a message over the client's size limits), and ErrUnavailable
-// for everything else: the network, a lost
-// quorum, a leader election, an overloaded or closing client.
+// for everything else: the network, a lost quorum, a leader election, an
+// overloaded or closing client.
 func mapErr(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
