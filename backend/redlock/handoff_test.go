@@ -127,17 +127,8 @@ func TestReleaseHandsTheLockToTheWaiter(t *testing.T) {
 	}
 	// Unlock returns once a majority released; the other instances'
 	// releases (and the grants they make) may still be on their way.
-	for i, c := range e.admin {
-		var n int64
-		var err error
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			if n, err = c.ZCard(e.ctx, e.prefix+"w:"+e.key).Result(); (err == nil && n == 0) || time.Now().After(deadline) {
-				break
-			}
-		}
-		if err != nil || n != 0 {
-			t.Errorf("instance %d: %d still in line (%v); want the waiter gone from it", i, n, err)
-		}
+	for i := range e.admin {
+		e.waitQueued(t, i, 0) // the waiter gone from every line
 	}
 	if err := e.wait.Unlock(e.ctx); err != nil {
 		t.Fatal(err)
