@@ -741,7 +741,10 @@ func (s *suite) manyKeys(t *testing.T) {
 	for i := 0; i < n; i += 97 {
 		p := mustMutex(t, probeL, ms[i].Key())
 		if err := p.TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
-			t.Fatalf("TryLock(%q) while held: %v; want ErrNotAcquired", ms[i].Key(), err)
+			// Say whether the holder still held: two holders, or a
+			// hold that was lost first (and why).
+			t.Fatalf("TryLock(%q) while held: %v; want ErrNotAcquired (the holder's Err: %v, lease %v left)",
+				ms[i].Key(), err, ms[i].Err(), time.Until(ms[i].Lease().Expires).Round(time.Millisecond))
 		}
 	}
 	run("Unlock", func(m *dlock.Mutex) error { return m.Unlock(ctx) })
