@@ -157,6 +157,15 @@ func (d *drv) enqueue(ctx context.Context, req driver.Request) (*hold, incarnati
 			return nil, incarnation{}, mapErr(ctx, err)
 		}
 		me := entry(q, l)
+		if l.shared && d.nameTaken(me) {
+			// An entry of ours lapsing in place has the name: queue
+			// behind it on a lease of our own.
+			d.leases.put(l)
+			if own, err = d.leases.grant(ctx, seconds(req.TTL)); err != nil {
+				return nil, incarnation{}, mapErr(ctx, err)
+			}
+			continue
+		}
 		var resp *clientv3.TxnResponse
 		tctx, done := d.txnContext(ctx, l)
 		err = onLeader(tctx, func(ctx context.Context) (err error) {

@@ -252,10 +252,14 @@
 // transaction's outcome stay unknown, the entry stays on the hold's own
 // lease, no longer renewed (per hold: it runs out after its TTL, at least
 // the minimum), or on the shared lease until the sweep deletes it once the
-// time has passed (there, Close before then frees it early). While an
-// entry of its lapses, the same Locker queueing for the key again puts its
-// entry on a lease of its own: the shared lease would name it as the
-// lapsing entry.
+// time has passed, or until the shared lease runs out, a TTL after its
+// last keepalive, if no other hold keeps it alive (there, Close before
+// then frees it early). An entry lapsing in place is still counted as the
+// Locker's own, so no acquire takes it for an orphan of a crashed call and
+// deletes it (TestReleaseAfterInPlaceKeepsTheKey). While an entry of its
+// lapses, the same Locker queueing for the key again puts its entry on a
+// lease of its own: the shared lease would name it as the lapsing entry,
+// and an undo of a write under that name could delete it.
 //
 // # What is taken from concurrency, and what is not
 //

@@ -28,8 +28,9 @@ var _ driver.Lapser = (*drv)(nil)
 // outcome stays unknown, the entry is left where it was for d more: on a
 // lease of its own, that lease is no longer renewed (it outlasts d, the
 // portable layer having raised the TTL to the minimum); on the shared
-// lease, the sweep deletes it once d has passed (Close then revokes the
-// shared lease and ends it early).
+// lease, the sweep deletes it once d has passed, or the shared lease runs
+// out if nothing else keeps it alive (Close then revokes the shared lease
+// and ends it early).
 func (d *drv) ReleaseAfter(ctx context.Context, dh driver.Hold, dur time.Duration) (err error) {
 	h, ok := dh.State.(*hold)
 	if !ok || h == nil {
@@ -78,12 +79,25 @@ func (d *drv) ReleaseAfter(ctx context.Context, dh driver.Hold, dur time.Duratio
 // lapseInPlace leaves h's entry on its own lease until until, when the
 // lapse could not move it: a lease of its own is simply no longer renewed
 // (nor pooled, nor revoked); on the shared lease the entry is tracked
-// again with until as its validity, for the sweep to delete.
+// again with until as its validity, for the sweep to delete, and counted
+// among the driver's live entries until then. It keeps the name the
+// Locker's next entry for the key would take on that lease: as a live
+// entry it is no orphan for an acquire to delete (dropOrphan), and the
+// next enqueue takes a lease of its own instead (nameTaken).
 func (d *drv) lapseInPlace(h *hold, until time.Time) {
 	if h.lease().shared {
+		d.live.Store(h.key, h.rev)
 		h.lease().track(h, until)
 		d.leases.put(h.lease())
 	}
+}
+
+// nameTaken reports whether one of the driver's own entries, live or
+// lapsing in place, is named key: an enqueue must then not write under
+// that name, nor undo a write under it whose outcome it does not know.
+func (d *drv) nameTaken(key string) bool {
+	_, ok := d.live.Load(key)
+	return ok
 }
 
 // lapsed reports whether resp, an enqueue transaction that failed because

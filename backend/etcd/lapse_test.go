@@ -3,10 +3,14 @@ package etcd
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/dlock-go/dlock/driver"
 )
@@ -99,6 +103,69 @@ func TestReleaseAfterSameLockerWaits(t *testing.T) {
 	}
 	if took := time.Since(start); took < lapse {
 		t.Fatalf("granted %v after ReleaseAfter(%v): the lapse ended early", took, lapse)
+	}
+	if err := d.Release(ctx, h2); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
+
+// When ReleaseAfter cannot move the entry onto a lease of its own (here
+// the lease grant fails), the entry lapses in place on the Locker's shared
+// lease, under the name the Locker's next entry for the key would take.
+// It is still the lapsing hold's, not an orphan: the same Locker's TryLock
+// must not delete it and take the key, another Locker's must be refused,
+// and the same Locker's Lock must queue behind it (on a lease of its own)
+// and be granted once the lapse has ended, not fail on the taken name.
+func TestReleaseAfterInPlaceKeepsTheKey(t *testing.T) {
+	var failGrant atomic.Bool
+	d := testDriverWith(t, grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
+		cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if method == "/etcdserverpb.Lease/LeaseGrant" && failGrant.Load() {
+			return status.Error(codes.Internal, "grant refused by the test")
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}))
+	peer := peerDriver(t, d)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req := driver.Request{Key: "in-place", TTL: 10 * time.Second, Owner: owner()}
+	h, err := d.TryAcquire(ctx, req)
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	if !h.State.(*hold).lease().shared {
+		t.Fatal("the hold is not on the shared lease")
+	}
+	const lapse = 3 * time.Second
+	start := time.Now()
+	failGrant.Store(true)
+	err = d.ReleaseAfter(ctx, h, lapse)
+	failGrant.Store(false)
+	if err == nil {
+		t.Fatal("ReleaseAfter with the grant refused: nil error; want the refusal")
+	}
+	req.Owner = owner()
+	if h2, err := d.TryAcquire(ctx, req); !errors.Is(err, driver.ErrNotAcquired) {
+		if err == nil {
+			_ = d.Release(ctx, h2)
+		}
+		t.Fatalf("the same Locker's TryAcquire during the lapse: %v; want ErrNotAcquired", err)
+	}
+	if _, err := peer.TryAcquire(ctx, driver.Request{Key: "in-place", TTL: 10 * time.Second, Owner: owner()}); !errors.Is(err, driver.ErrNotAcquired) {
+		t.Fatalf("another Locker's TryAcquire during the lapse: %v; want ErrNotAcquired", err)
+	}
+	if since := time.Since(start); since >= lapse {
+		t.Fatalf("the checks ran %v after ReleaseAfter(%v): too late to check the lapse", since, lapse)
+	}
+	h2, err := d.Acquire(ctx, req)
+	if err != nil {
+		t.Fatalf("the same Locker's Acquire during the lapse: %v", err)
+	}
+	if took := time.Since(start); took < lapse {
+		t.Fatalf("granted %v after ReleaseAfter(%v): the lapse ended early", took, lapse)
+	}
+	if h2.Token <= h.Token {
+		t.Fatalf("token %d after the lapse, not above the lapsed hold's %d", h2.Token, h.Token)
 	}
 	if err := d.Release(ctx, h2); err != nil {
 		t.Fatalf("Release: %v", err)

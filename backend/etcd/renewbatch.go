@@ -174,6 +174,10 @@ func (d *drv) sweep(l *lease) {
 				defer wg.Done()
 				defer func() { <-sem }()
 				_, _ = d.deleteEntry(ctx, &hold{key: h.key, rev: h.rev}, time.Time{})
+				// An entry lapsing in place is no longer ours once its
+				// time is over, deleted or not: left by a failed
+				// delete, it is an orphan the next acquire removes.
+				d.forget(h)
 			}()
 		}
 		wg.Wait()
