@@ -27,6 +27,9 @@ type attempt struct {
 	// the node found): no earlier than its ctime, in our clock (see
 	// minHeld).
 	seen time.Time
+	// turn is the attempt's place among the operations in flight (see
+	// gate), held while its requests are, given up while it waits.
+	turn *turn
 }
 
 func (d *zkDriver) newAttempt(req driver.Request) (*attempt, error) {
@@ -71,11 +74,15 @@ func (d *zkDriver) acquire(ctx context.Context, req driver.Request, wait bool) (
 			// sweeping for nodes with the old one.
 			a.guid = newGUID()
 		}
+		if a.turn, err = d.ops.enter(ctx, d.closed); err != nil {
+			return driver.Hold{}, err
+		}
 		path, created, err := d.create(ctx, a)
 		var h driver.Hold
 		if err == nil {
 			h, err = d.queue(ctx, a, path, created, wait)
 		}
+		a.turn.leave()
 		switch {
 		case err == nil:
 			return h, nil
@@ -272,7 +279,11 @@ func (d *zkDriver) queue(ctx context.Context, a *attempt, path string, created t
 				return driver.Hold{}, &driver.HeldError{Remaining: left}
 			}
 			queued = true
+			a.turn.leave()
 			if err := d.pause(ctx, left); err != nil {
+				return driver.Hold{}, err
+			}
+			if err := a.turn.again(ctx, d.closed); err != nil {
 				return driver.Hold{}, err
 			}
 			continue
@@ -282,8 +293,12 @@ func (d *zkDriver) queue(ctx context.Context, a *attempt, path string, created t
 			return driver.Hold{}, &driver.HeldError{}
 		}
 		queued = true
+		a.turn.leave()
 		gone, err := d.await(ctx, a.keyPath+"/"+pred, path, own)
 		if err != nil {
+			return driver.Hold{}, err
+		}
+		if err := a.turn.again(ctx, d.closed); err != nil {
 			return driver.Hold{}, err
 		}
 		if gone {

@@ -25,6 +25,7 @@ type zkDriver struct {
 
 	mon   *monitor
 	clean *cleaner
+	ops   gate         // acquisitions and releases with requests in flight
 	nodes *nodeWatches // nil over a caller's Conn (no event callback)
 
 	closed    chan struct{}
@@ -44,7 +45,7 @@ var (
 )
 
 func newDriver(conn *zk.Conn, own bool, prefix string, acl []zk.ACL, sess *sessionBox) *zkDriver {
-	d := &zkDriver{conn: &zkConn{Conn: conn}, own: own, prefix: prefix, acl: acl, sess: sess, closed: make(chan struct{})}
+	d := &zkDriver{conn: &zkConn{Conn: conn}, own: own, prefix: prefix, acl: acl, sess: sess, closed: make(chan struct{}), ops: newGate()}
 	d.mon = newMonitor(d)
 	d.clean = newCleaner(d)
 	if own {
