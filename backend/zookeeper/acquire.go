@@ -12,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/gate"
 )
 
 // errVanished: our node disappeared while we queued (its session expired,
@@ -28,8 +29,8 @@ type attempt struct {
 	// minHeld).
 	seen time.Time
 	// turn is the attempt's place among the operations in flight (see
-	// gate), held while its requests are, given up while it waits.
-	turn *turn
+	// maxInFlight), held while its requests are, given up while it waits.
+	turn *gate.Turn
 }
 
 func (d *zkDriver) newAttempt(req driver.Request) (*attempt, error) {
@@ -74,7 +75,7 @@ func (d *zkDriver) acquire(ctx context.Context, req driver.Request, wait bool) (
 			// sweeping for nodes with the old one.
 			a.guid = newGUID()
 		}
-		if a.turn, err = d.ops.enter(ctx, d.closed); err != nil {
+		if a.turn, err = d.ops.Enter(ctx, d.closed); err != nil {
 			return driver.Hold{}, err
 		}
 		path, created, err := d.create(ctx, a)
@@ -82,7 +83,7 @@ func (d *zkDriver) acquire(ctx context.Context, req driver.Request, wait bool) (
 		if err == nil {
 			h, err = d.queue(ctx, a, path, created, wait)
 		}
-		a.turn.leave()
+		a.turn.Leave()
 		switch {
 		case err == nil:
 			return h, nil
@@ -279,11 +280,11 @@ func (d *zkDriver) queue(ctx context.Context, a *attempt, path string, created t
 				return driver.Hold{}, &driver.HeldError{Remaining: left}
 			}
 			queued = true
-			a.turn.leave()
+			a.turn.Leave()
 			if err := d.pause(ctx, left); err != nil {
 				return driver.Hold{}, err
 			}
-			if err := a.turn.again(ctx, d.closed); err != nil {
+			if err := a.turn.Again(ctx, d.closed); err != nil {
 				return driver.Hold{}, err
 			}
 			continue
@@ -293,12 +294,12 @@ func (d *zkDriver) queue(ctx context.Context, a *attempt, path string, created t
 			return driver.Hold{}, &driver.HeldError{}
 		}
 		queued = true
-		a.turn.leave()
+		a.turn.Leave()
 		gone, err := d.await(ctx, a.keyPath+"/"+pred, path, own)
 		if err != nil {
 			return driver.Hold{}, err
 		}
-		if err := a.turn.again(ctx, d.closed); err != nil {
+		if err := a.turn.Again(ctx, d.closed); err != nil {
 			return driver.Hold{}, err
 		}
 		if gone {

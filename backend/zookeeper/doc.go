@@ -179,7 +179,7 @@
 //   - ZooKeeper answers a session's requests in order, so that sync and
 //     read wait behind every request sent before them. At most 64
 //     acquisitions and releases of a Locker have requests in flight at
-//     once (gate.go; a waiter gives its turn up while it waits for the
+//     once (maxInFlight; a waiter gives its turn up while it waits for the
 //     node before its own); the others wait for a turn. Without the bound,
 //     5,000 Locks at once on a 4 s session kept the heartbeat waiting
 //     longer than half the session timeout: the Locker's holds were given

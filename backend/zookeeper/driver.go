@@ -11,6 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/gate"
 )
 
 // zkDriver is one Locker's connection: a go-zookeeper Conn, the chroot its
@@ -25,7 +26,7 @@ type zkDriver struct {
 
 	mon   *monitor
 	clean *cleaner
-	ops   gate         // acquisitions and releases with requests in flight
+	ops   gate.Gate    // acquisitions and releases with requests in flight
 	nodes *nodeWatches // nil over a caller's Conn (no event callback)
 
 	closed    chan struct{}
@@ -44,8 +45,23 @@ var (
 	_ driver.Recorder     = (*zkDriver)(nil)
 )
 
+// maxInFlight bounds the acquisitions and releases of one connection that
+// may have requests on the server at once (see package gate).
+//
+// ZooKeeper answers a session's requests in the order they were sent, so
+// the monitor's heartbeat (a sync and a read, see monitor) is answered
+// only after every request queued before it. A burst of acquisitions on
+// one Locker, each a create, an exists and a listing, put thousands of
+// requests ahead of it: with 5,000 Locks at once on a 4s session the
+// heartbeats went unanswered for longer than half the session timeout,
+// every hold of the Locker was given up, though the server heard from the
+// session all along, and some Locks failed because their grants could not
+// confirm the session (TestBurstKeepsHolds). With the gate at most a few
+// hundred requests stand before a heartbeat.
+const maxInFlight = 64
+
 func newDriver(conn *zk.Conn, own bool, prefix string, acl []zk.ACL, sess *sessionBox) *zkDriver {
-	d := &zkDriver{conn: &zkConn{Conn: conn}, own: own, prefix: prefix, acl: acl, sess: sess, closed: make(chan struct{}), ops: newGate()}
+	d := &zkDriver{conn: &zkConn{Conn: conn}, own: own, prefix: prefix, acl: acl, sess: sess, closed: make(chan struct{}), ops: gate.New(maxInFlight)}
 	d.mon = newMonitor(d)
 	d.clean = newCleaner(d)
 	if own {

@@ -172,12 +172,12 @@ func (d *zkDriver) Release(ctx context.Context, dh driver.Hold) error {
 		}
 		return err
 	}
-	t, err := d.ops.enter(ctx, d.closed)
+	t, err := d.ops.Enter(ctx, d.closed)
 	if err != nil {
 		d.clean.node(h.path, h.sid)
 		return err
 	}
-	defer t.leave()
+	defer t.Leave()
 	_, err = call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(h.path, -1) })
 	switch {
 	case err == nil:

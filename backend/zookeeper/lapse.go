@@ -199,12 +199,12 @@ func (d *zkDriver) ReleaseAfter(ctx context.Context, dh driver.Hold, dur time.Du
 		}
 		return err
 	}
-	t, err := d.ops.enter(ctx, d.closed)
+	t, err := d.ops.Enter(ctx, d.closed)
 	if err != nil {
 		d.clean.node(h.path, h.sid)
 		return err
 	}
-	defer t.leave()
+	defer t.Leave()
 	keyPath := h.path[:strings.LastIndexByte(h.path, '/')]
 	err = d.markMinHold(ctx, keyPath, h.path, dur, int64(dh.Token), &zk.DeleteRequest{Path: h.path, Version: -1})
 	if err != nil && !errors.Is(err, driver.ErrNotHeld) {
