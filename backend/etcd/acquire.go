@@ -24,6 +24,11 @@ func (d *drv) TryAcquire(ctx context.Context, req driver.Request) (_ driver.Hold
 		return driver.Hold{}, err
 	}
 	defer leave(&err)
+	turn, err := d.ops.Enter(ctx, nil)
+	if err != nil {
+		return driver.Hold{}, err
+	}
+	defer turn.Leave()
 	q := d.queue(req.Key)
 	for retried := false; ; retried = true {
 		l, err := d.leases.get(ctx, req.TTL)
@@ -86,7 +91,12 @@ func (d *drv) Acquire(ctx context.Context, req driver.Request) (_ driver.Hold, e
 	defer leave(&err)
 	requeued := 0
 	for {
+		turn, err := d.ops.Enter(ctx, nil)
+		if err != nil {
+			return driver.Hold{}, err
+		}
 		h, pred, err := d.enqueue(ctx, req)
+		turn.Leave()
 		if err != nil {
 			return driver.Hold{}, err
 		}

