@@ -203,6 +203,15 @@
 // on the server at most a renewal interval later than a lease of its own
 // would have expired (TestSharedLeaseDoesNotKeepAnUnrenewedHold).
 //
+// What keeps the holds alive waits behind what the Locker wrote before it:
+// a keepalive counts only once a read through the Raft log confirms it. So
+// at most 64 acquisitions and releases of a Locker have requests in flight
+// at once (maxInFlight; a waiter gives its turn up while it waits for its
+// predecessor), and the others wait for a turn. Without that bound, a
+// burst of 5,000 Locks on one Locker kept the shared lease unconfirmed
+// for longer than its 30s TTL: the Locker's earlier hold was given up and
+// most of the Locks failed (TestBurstKeepsHolds).
+//
 // An acquire transaction on a shared lease is given up to 0.5s after its
 // caller's context ends to answer, so that its outcome is known and a put
 // that went through after the caller gave up is deleted exactly; one whose
