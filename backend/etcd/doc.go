@@ -205,8 +205,8 @@
 //
 // What keeps the holds alive waits behind what the Locker wrote before it:
 // a keepalive counts only once a read through the Raft log confirms it. So
-// at most 64 acquisitions and releases of a Locker have requests in flight
-// at once (maxInFlight; a waiter gives its turn up while it waits for its
+// at most 64 acquisitions of a Locker have requests in flight at once
+// (maxInFlight; a waiter gives its turn up while it waits for its
 // predecessor), and the others wait for a turn. Without that bound, a
 // burst of 5,000 Locks on one Locker kept the shared lease unconfirmed
 // for longer than its 30s TTL: the Locker's earlier hold was given up and

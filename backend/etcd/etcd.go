@@ -160,7 +160,7 @@ type drv struct {
 	owned  bool // Close closes cli
 	prefix string
 	leases *leasePool
-	ops    gate.Gate // acquisitions and releases with requests in flight
+	ops    gate.Gate // acquisitions with requests in flight
 
 	ctx    context.Context // cancelled by Close: ends every watch
 	cancel context.CancelFunc
@@ -192,15 +192,19 @@ var (
 	_ driver.BatchRenewer = (*drv)(nil)
 )
 
-// maxInFlight bounds the acquisitions and releases of one Locker that may
-// have requests on the cluster at once (see package gate). Every write
+// maxInFlight bounds the acquisitions of one Locker that may have
+// requests on the cluster at once (see package gate). Every write
 // goes through the one Raft log, and a keepalive extends a lease only once
 // a consensus response asked for after it confirms it (see extension): a
 // burst of 5,000 Locks on one Locker, each an enqueue transaction and a
 // guarded delete, kept the shared lease from being confirmed for longer
 // than its 30s TTL. The Locker's earlier hold was given up, 3,510 of the
 // Locks failed, and the burst took 99s; with the gate, none failed, the
-// hold was kept, and it took 7s (TestBurstKeepsHolds).
+// hold was kept, and it took 7s (TestBurstKeepsHolds). Releases are not
+// held back: they come no faster than the acquisitions that made their
+// holds, and the portable layer stops renewing a hold before it releases
+// it, so a release that waited for a turn behind a burst could find its
+// lease run out.
 const maxInFlight = 64
 
 func newDriver(cli *clientv3.Client, cfg Config, owned bool) *drv {

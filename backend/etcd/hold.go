@@ -123,12 +123,7 @@ func (d *drv) Release(ctx context.Context, dh driver.Hold) (err error) {
 		return err
 	}
 	defer leave(&err)
-	turn, err := d.ops.Enter(ctx, nil)
-	var deleted bool
-	if err == nil {
-		deleted, err = d.deleteEntry(ctx, h, until)
-		turn.Leave()
-	}
+	deleted, err := d.deleteEntry(ctx, h, until)
 	if err != nil {
 		if h.lease().shared {
 			d.leases.put(h.lease())

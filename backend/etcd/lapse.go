@@ -52,12 +52,6 @@ func (d *drv) ReleaseAfter(ctx context.Context, dh driver.Hold, dur time.Duratio
 		h.lease().untrack(h)
 	}
 	start := time.Now()
-	turn, err := d.ops.Enter(ctx, nil)
-	if err != nil {
-		d.lapseInPlace(h, start.Add(dur))
-		return err
-	}
-	defer turn.Leave()
 	var g *clientv3.LeaseGrantResponse
 	err = onLeader(ctx, func(ctx context.Context) (err error) {
 		g, err = d.cli.Grant(ctx, seconds(dur))

@@ -7,9 +7,12 @@
 // after what was sent before it. A burst of thousands of acquisitions on
 // one Locker then starves those answers, and the Locker gives up holds
 // the store never took from it. A driver takes a Turn for each
-// acquisition or release while its requests are in flight, and gives it up
-// while it only waits (for the entry before its own, say), so that at most
-// a gate's size of operations stand in front of those answers.
+// acquisition while its requests are in flight, and gives it up while it
+// only waits (for the entry before its own, say), so that at most a gate's
+// size of operations stand in front of those answers. Releases come no
+// faster than the acquisitions that made their holds; a driver holds them
+// back too only where a release that waits cannot lose its hold (the
+// portable layer stops renewing a hold before it releases it).
 package gate
 
 import (
