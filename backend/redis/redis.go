@@ -14,6 +14,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/gate"
 	"github.com/dlock-go/dlock/internal/redislua"
 )
 
@@ -122,6 +123,16 @@ func lockerOver(d *redisDriver, opts []dlock.Option) (*dlock.Locker, error) {
 }
 
 // redisDriver is the driver.Locker over one go-redis client.
+// maxInFlight bounds the acquire attempts of one Locker that may be
+// waiting for a pooled connection or a reply at once (see package gate).
+// Renewals share the client's pool with them: a burst of 5,000 Locks on
+// one Locker made a 3s hold's renewal wait for a connection until its
+// window had run out, and the hold was given up (TestBurstKeepsHolds).
+// Releases are not held back: the portable layer stops renewing a hold
+// before it releases it, so a release that waited for a turn behind a
+// burst could find its hold run out.
+const maxInFlight = 64
+
 type redisDriver struct {
 	client    goredis.UniversalClient
 	ownClient bool // opened from a URL: Close closes it
@@ -147,6 +158,7 @@ type redisDriver struct {
 
 	closeOnce sync.Once
 	closed    chan struct{}
+	ops       gate.Gate // acquire attempts in flight
 }
 
 var (
@@ -190,6 +202,7 @@ func newDriver(ctx context.Context, client goredis.UniversalClient, cfg Config, 
 		policy:    newPolicyWatch(info),
 		inbox:     newInbox(),
 		closed:    make(chan struct{}),
+		ops:       gate.New(maxInFlight),
 	}
 	d.policy.watchDials(ctx, client)
 	cluster, _ := client.(*goredis.ClusterClient)
@@ -454,9 +467,14 @@ func (d *redisDriver) leave(ctx context.Context, st *state) {
 // attempt runs queue.lua once for st: join says whether an owner that is
 // not granted the lock joins (or stays in) the queue.
 func (d *redisDriver) attempt(ctx context.Context, st *state, meta string, join bool) (driver.Hold, error) {
+	turn, err := d.ops.Enter(ctx, d.closed)
+	if err != nil {
+		return driver.Hold{}, err
+	}
 	call := redislua.QueueCall(&st.calls, meta, join, st.nextAttempt())
 	sent := time.Now()
 	v, acks, err := d.run(ctx, call)
+	turn.Leave()
 	if err != nil {
 		if !serverError(err) {
 			// The script may have run and the reply been lost: undo it.
