@@ -116,7 +116,15 @@ func (d *pgDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.H
 	if err := d.check(ctx); err != nil {
 		return driver.Hold{}, err
 	}
+	turn, err := d.ops.Enter(ctx, d.closed)
+	if err != nil {
+		return driver.Hold{}, err
+	}
+	defer turn.Leave()
 	st := &state{hash: keyHash(req.Key), owner: req.Owner, ttlUs: micros(req.TTL)}
+	// The lease runs from now, not from the call: a turn waited for
+	// behind a burst must not eat into it.
+	sent := time.Now()
 	token, remaining, err := d.acquire(ctx, st, req)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -140,6 +148,7 @@ func (d *pgDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.H
 	return driver.Hold{
 		Token: uint64(token),
 		TTL:   time.Duration(st.ttlUs) * time.Microsecond,
+		Since: sent,
 		State: st,
 	}, nil
 }

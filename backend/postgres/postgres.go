@@ -17,6 +17,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/gate"
 )
 
 // The URL schemes this package registers.
@@ -298,6 +299,7 @@ type pgDriver struct {
 
 	closeOnce sync.Once
 	closed    chan struct{}
+	ops       gate.Gate // acquire attempts in flight
 }
 
 var (
@@ -328,6 +330,15 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, cfg Config, own bool) (*
 		n:       n,
 		sql:     newStatements(n),
 		closed:  make(chan struct{}),
+		// A Locker admits as many acquire attempts at a time as its pool has
+		// connections (see package gate): renewals share the pool with them. A
+		// burst of 5,000 Locks on one Locker made a 3s hold's renewal wait for a
+		// connection until its window had run out, and the hold was given up
+		// (TestBurstKeepsHolds); with 64 attempts admitted, it still was on a
+		// loaded machine. Releases are not held back: the portable layer stops
+		// renewing a hold before it releases it, so a release that waited for a
+		// turn behind a burst could find its hold run out.
+		ops: gate.New(int(max(pool.Config().MaxConns, 1))),
 	}
 	d.lis = newListener(pool, n.channel)
 	d.bg, d.bgCancel = context.WithCancel(context.Background())
