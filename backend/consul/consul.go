@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/gate"
 )
 
 // Scheme is the URL scheme this package registers.
@@ -219,6 +220,16 @@ func newOwnedDriver(cfg *api.Config, c config) (*consulDriver, error) {
 	return d, nil
 }
 
+// maxInFlight bounds the acquire attempts of one Locker that may have
+// requests on the agent at once (see package gate). Session renewals go
+// through the same agent and the same Raft log as the acquisitions: a
+// burst of 5,000 Locks on one Locker kept a 10s hold's session renewal
+// waiting until its window had run out, and the hold was given up
+// (TestBurstKeepsHolds). Releases are not held back: the portable layer
+// stops renewing a hold before it releases it, so a release that waited
+// for a turn behind a burst could find its hold run out.
+const maxInFlight = 64
+
 // consulDriver implements driver.Locker over Consul sessions and KV.
 type consulDriver struct {
 	c         *api.Client // requests
@@ -231,6 +242,7 @@ type consulDriver struct {
 	pool      pool            // sessions of their own (SessionPerHold)
 	shared    *sharedSessions // shared sessions; nil with SessionPerHold
 	fair      fairness
+	ops       gate.Gate // acquire attempts in flight
 
 	linesMu sync.Mutex
 	lines   map[string]*line // the keys a Lock of this Locker waits on (queue.go)
@@ -260,6 +272,7 @@ func newDriver(c, bc *api.Client, owned []*http.Transport, cfg config) *consulDr
 		prefix:    cfg.prefix,
 		lockDelay: cfg.lockDelay,
 		monSem:    make(chan struct{}, cfg.monitors),
+		ops:       gate.New(maxInFlight),
 		ctx:       ctx,
 		cancel:    cancel,
 	}

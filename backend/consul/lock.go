@@ -50,11 +50,19 @@ func (d *consulDriver) TryAcquire(ctx context.Context, req driver.Request) (driv
 		return driver.Hold{}, err
 	}
 	path := d.path(req.Key)
-	if l := d.lineOf(path); l != nil {
-		return d.tryQueued(ctx, l, req)
+	l := d.lineOf(path)
+	if l == nil {
+		if err := d.fair.wait(ctx, path); err != nil {
+			return driver.Hold{}, err
+		}
 	}
-	if err := d.fair.wait(ctx, path); err != nil {
+	turn, err := d.ops.Enter(ctx, d.ctx.Done())
+	if err != nil {
 		return driver.Hold{}, err
+	}
+	defer turn.Leave()
+	if l != nil {
+		return d.tryQueued(ctx, l, req)
 	}
 	return d.tryAcquire(ctx, path, req, nil)
 }
