@@ -122,7 +122,6 @@ func lockerOver(d *redisDriver, opts []dlock.Option) (*dlock.Locker, error) {
 	return l, nil
 }
 
-// redisDriver is the driver.Locker over one go-redis client.
 // maxInFlight bounds the acquire attempts of one Locker that may be
 // waiting for a pooled connection or a reply at once (see package gate).
 // Renewals share the client's pool with them: a burst of 5,000 Locks on
@@ -133,6 +132,7 @@ func lockerOver(d *redisDriver, opts []dlock.Option) (*dlock.Locker, error) {
 // burst could find its hold run out.
 const maxInFlight = 64
 
+// redisDriver is the driver.Locker over one go-redis client.
 type redisDriver struct {
 	client    goredis.UniversalClient
 	ownClient bool // opened from a URL: Close closes it
