@@ -10,6 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/gate"
 )
 
 // zkHold is a granted lock: our ephemeral node, the session that owns it,
@@ -172,9 +173,8 @@ func (d *zkDriver) Release(ctx context.Context, dh driver.Hold) error {
 		}
 		return err
 	}
-	t, err := d.ops.Enter(ctx, d.closed)
+	t, err := d.releaseTurn(ctx, h)
 	if err != nil {
-		d.clean.node(h.path, h.sid)
 		return err
 	}
 	defer t.Leave()
@@ -188,6 +188,19 @@ func (d *zkDriver) Release(ctx context.Context, dh driver.Hold) error {
 		d.clean.node(h.path, h.sid)
 		return d.fail("release", err)
 	}
+}
+
+// releaseTurn waits for a turn to delete h's node (see maxInFlight). If
+// ctx ends first, the node goes to the cleaner, as after a failed delete;
+// if the driver closes, it does not, as when check refuses a release:
+// the cleaner has stopped, and a Locker opened from a URL ended its
+// session, and the session's nodes with it.
+func (d *zkDriver) releaseTurn(ctx context.Context, h *zkHold) (*gate.Turn, error) {
+	t, err := d.ops.Enter(ctx, d.closed)
+	if err != nil && !errors.Is(err, driver.ErrClosed) {
+		d.clean.node(h.path, h.sid)
+	}
+	return t, err
 }
 
 // Renew checks that our node still exists and belongs to our session,

@@ -199,9 +199,8 @@ func (d *zkDriver) ReleaseAfter(ctx context.Context, dh driver.Hold, dur time.Du
 		}
 		return err
 	}
-	t, err := d.ops.Enter(ctx, d.closed)
+	t, err := d.releaseTurn(ctx, h)
 	if err != nil {
-		d.clean.node(h.path, h.sid)
 		return err
 	}
 	defer t.Leave()
