@@ -61,6 +61,11 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Hol
 		}
 		member = m
 	}
+	turn, err := d.ops.Enter(ctx, d.closed)
+	if err != nil {
+		return driver.Hold{}, err
+	}
+	defer turn.Leave()
 	a := newAttempt(d, nm, req.Key, req.Owner, ttl)
 	start := time.Now()
 	a.member, a.sent = member, start

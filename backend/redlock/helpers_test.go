@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend/redlock"
 	"github.com/dlock-go/dlock/internal/testenv"
 )
@@ -74,4 +75,16 @@ func openDriver(t testing.TB, rawURL string) *redlock.Driver {
 	}
 	t.Cleanup(func() { _ = d.Close() })
 	return d
+}
+
+// openLocker opens a Locker over a driver on rawURL, closed when the test
+// ends.
+func openLocker(t testing.TB, rawURL string) *dlock.Locker {
+	t.Helper()
+	l, err := dlock.NewLocker(openDriver(t, rawURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/gate"
 )
 
 // Scheme is the URL scheme this package registers.
@@ -90,6 +91,8 @@ type Driver struct {
 	// release of it while some instance has not answered that release
 	// yet (see trailRelease).
 	releasing sync.Map
+
+	ops gate.Gate // acquire attempts in flight (maxInFlight)
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -181,7 +184,7 @@ func NewDriver(clients []*redis.Client, cfg Config) (*Driver, error) {
 	if n < 3 || n%2 == 0 {
 		return nil, fmt.Errorf("%w: Redlock needs an odd number of instances, at least 3; got %d", ErrConfig, n)
 	}
-	d := &Driver{cfg: cfg, quorum: n/2 + 1, closed: make(chan struct{}), inbox: newInbox(),
+	d := &Driver{cfg: cfg, quorum: n/2 + 1, ops: gate.New(maxInFlight), closed: make(chan struct{}), inbox: newInbox(),
 		waiting: map[string]*keyWatch{}, members: map[string]*keyWatch{}, ended: map[string]endedMember{}}
 	d.life, d.endLife = context.WithCancel(context.Background())
 	seen := map[string]bool{}
@@ -276,3 +279,11 @@ func newInbox() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// maxInFlight bounds the acquire attempts of one Driver that may have
+// requests on the instances at once (see package gate): the pipelines
+// take every queued acquire, so a burst of thousands of Locks otherwise
+// put each instance a thousand requests of this client behind, and the
+// burst's own acquires ran out of the per-instance timeout. Releases and
+// renewals are not held back: they go first in the pipelines already.
+const maxInFlight = 64
