@@ -246,7 +246,11 @@
 // the lease can end on the servers. Release deletes the lock
 // (compare-and-delete) on every instance where it may be ours, in
 // parallel, wakes the first waiter in line where it did, and returns once a
-// majority deleted it. The release and renew scripts are the single-Redis
+// majority deleted it. A release waits ten per-instance timeouts for each
+// instance (releasePatience): nothing is counted against the time it
+// takes, but one given up on too early leaves the key locked where it went
+// unanswered, and the next holder waits for the lease to run out
+// (TestReleaseAnsweredLateReleases). The release and renew scripts are the single-Redis
 // backend's (internal/redislua); acquire and fence are this package's.
 //
 // # Inspect and Break
