@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/gate"
 )
 
 // fileDriver is one Locker's access to a lock directory. Each one has its
@@ -17,6 +18,7 @@ import (
 // process behave like two processes.
 type fileDriver struct {
 	dir string
+	ops gate.Gate // acquire attempts at work (maxInFlight)
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -45,8 +47,18 @@ const MaxTTL = dlock.MaxTTL
 // Limits reports the longest lease, MaxTTL.
 func (d *fileDriver) Limits() driver.Limits { return driver.Limits{MaxTTL: MaxTTL} }
 
+// maxInFlight bounds the acquire attempts of one Locker at work on the
+// lock directory at once (see package gate). An attempt is a few system
+// calls on the key's file, bound by CPU: a burst of 5,000 Locks through
+// one Locker shared the cores among 5,000 of them, each took seconds, and
+// their leases (counted from their writes) and the renewals of the holds
+// already taken ran out meanwhile (TestBurstKeepsHolds). Renewals and
+// releases take no turn: the portable layer stops renewing a hold before
+// it releases it.
+const maxInFlight = 64
+
 func newDriver(dir string) *fileDriver {
-	return &fileDriver{dir: dir, closed: make(chan struct{})}
+	return &fileDriver{dir: dir, ops: gate.New(maxInFlight), closed: make(chan struct{})}
 }
 
 // holdState is what a Hold carries between acquire and release.
@@ -80,10 +92,18 @@ func (d *fileDriver) TryAcquire(ctx context.Context, req driver.Request) (driver
 	if err := d.check(ctx); err != nil {
 		return driver.Hold{}, err
 	}
+	turn, err := d.ops.Enter(ctx, d.closed)
+	if err != nil {
+		return driver.Hold{}, err
+	}
+	defer turn.Leave()
 	path := d.path(req.Key)
 	lw := d.line(req.Key) // nil unless a Lock of this Locker waits for the key
-	var token uint64
-	err := update(ctx, path, true, func(s *state, now time.Time) (bool, error) {
+	var (
+		token uint64
+		since time.Time
+	)
+	err = update(ctx, path, true, func(s *state, now time.Time) (bool, error) {
 		if err := checkKey(path, s, req.Key); err != nil {
 			return false, err
 		}
@@ -97,7 +117,7 @@ func (d *fileDriver) TryAcquire(ctx context.Context, req driver.Request) (driver
 		s.owner = req.Owner
 		s.meta = req.Meta
 		s.key = req.Key
-		token = s.token
+		token, since = s.token, now
 		return true, nil
 	})
 	if err != nil {
@@ -106,6 +126,9 @@ func (d *fileDriver) TryAcquire(ctx context.Context, req driver.Request) (driver
 	return driver.Hold{
 		Token: token,
 		TTL:   req.TTL,
+		// The lease runs from the moment it was written, not from the
+		// call: a wait for a turn or for the flock is not counted twice.
+		Since: since,
 		State: holdState{path: path, owner: req.Owner, token: token},
 	}, nil
 }
