@@ -126,8 +126,8 @@ func (d *fileDriver) TryAcquire(ctx context.Context, req driver.Request) (driver
 	return driver.Hold{
 		Token: token,
 		TTL:   req.TTL,
-		// The lease runs from the moment it was written, not from the
-		// call: a wait for a turn or for the flock is not counted twice.
+		// The lease runs from the moment it was written: the wait for a
+		// turn or for the flock before that does not shorten its window.
 		Since: since,
 		State: holdState{path: path, owner: req.Owner, token: token},
 	}, nil
