@@ -112,8 +112,8 @@ const renewManyKeys = 128
 // renewMany renews the holds idx on a client whose one server holds every
 // key (standalone, or failover through Sentinel): the holds of one lease go
 // in RenewMany calls of up to renewManyKeys each, all in one pipeline. A
-// renewal then costs the server a GET and a PEXPIRE inside one script call
-// for many holds, rather than a script call of its own. (On a Cluster, the keys
+// renewal then costs the server its share of one MGET and a PEXPIRE inside
+// one script call for many holds, rather than a script call of its own. (On a Cluster, the keys
 // of different locks are in different slots, which one script cannot
 // touch, so each hold keeps its own renew script there.) The ownership
 // check is the same as Renew's, key by key, and each hold gets its own
