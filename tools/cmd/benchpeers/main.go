@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -38,6 +39,7 @@ func main() {
 		ttls     = flag.String("hold-ttls", "default,3s", "many-holds TTLs")
 		budget   = flag.Duration("acquire-budget", 150*time.Second, "many-holds: time allowed to acquire them")
 		systems  = flag.String("systems", "", "comma-separated substrings of system names (default all)")
+		wprof    = flag.String("worker-cpuprofile", "", "contended: a directory where each worker process writes the CPU profile of its timed window")
 		scens    = flag.String("scenarios", "", "comma-separated: uncontended,parallel-keys,uncontended-paired,contended,many-holds (default all)")
 		command  = flag.String("command", "", "the command line to print in the report (default: this one)")
 		note     = flag.String("note", "", "a note printed at the top of the report")
@@ -48,6 +50,20 @@ func main() {
 		memProf  = flag.String("memprofile", "", "many-holds: write the heap profile taken while all are held here, the system and TTL added to the name")
 	)
 	flag.Parse()
+	if *wprof != "" {
+		// The workers inherit this process's environment.
+		dir, err := filepath.Abs(*wprof)
+		if err == nil {
+			err = os.MkdirAll(dir, 0o755)
+		}
+		if err == nil {
+			err = os.Setenv(benchpeers.WorkerProfileEnv, dir)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchpeers: -worker-cpuprofile:", err)
+			os.Exit(2)
+		}
+	}
 	if *render != "" {
 		meta, rs := readResults(*render)
 		writeReport(*out, meta, rs)

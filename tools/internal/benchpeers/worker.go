@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +19,35 @@ import (
 // WorkerEnv, when set in a process's environment, makes it a contended
 // worker (RunWorkerIfAsked): it holds the JSON of a workerConfig.
 const WorkerEnv = "DLOCK_BENCHPEERS_WORKER"
+
+// WorkerProfileEnv, when set in a contended worker's environment, names a
+// directory where the worker writes the CPU profile of its timed window,
+// a file per worker and run, named after the system and the worker (benchpeers
+// -worker-cpuprofile sets it): the workers are the processes that run the
+// library under test, which the command's own -cpuprofile does not see.
+const WorkerProfileEnv = "DLOCK_BENCHPEERS_WORKER_CPUPROFILE"
+
+// profileWindow starts the CPU profile WorkerProfileEnv asks for, if any,
+// and returns what stops it; a profile that cannot be written is skipped.
+func profileWindow(wc workerConfig) (stop func()) {
+	dir := os.Getenv(WorkerProfileEnv)
+	if dir == "" {
+		return func() {}
+	}
+	name := strings.NewReplacer(" ", "_", "/", "_", ":", "_", "(", "", ")", "").Replace(wc.System)
+	f, err := os.CreateTemp(dir, fmt.Sprintf("%s-w%d-*.pprof", name, wc.ID))
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
+}
 
 // workerConfig is what one contended worker is told.
 type workerConfig struct {
@@ -84,6 +114,7 @@ func runWorker(ctx context.Context, wc workerConfig, ready func(), start func() 
 		return res
 	}
 	time.Sleep(time.Until(from))
+	defer profileWindow(wc)()
 	rt0 := c.roundTrips()
 	var cpu0 time.Duration
 	if cpu != nil {
