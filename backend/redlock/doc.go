@@ -63,7 +63,10 @@
 // an Unlock does not wait for the renewal batch its hold is in (the
 // renewals are owner-checked, driver.OwnerCheckedRenewer). When the
 // renewals alone exceed what the instances can do, holds are lost all the
-// same (BENCHMARKS.md, many holds at a 3s TTL), and in waves rather than
+// same (100,000 holds at a 3s TTL on the 2 cores of BENCHMARKS.md, which
+// the client and five instances share, are at that edge: of two runs at
+// the same code one lost 27,550 while it acquired, the other none), and
+// in waves rather than
 // one at a time: a renewal queued past its hold's validity counts for
 // nothing, and the holds due with it are just as late. Size the instances
 // for the renewals: each hold is renewed three times per lease, and each
