@@ -228,7 +228,7 @@ func newOwnedDriver(cfg *api.Config, c config) (*consulDriver, error) {
 // (TestBurstKeepsHolds). Releases are not held back: the portable layer
 // stops renewing a hold before it releases it, so a release that waited
 // for a turn behind a burst could find its hold run out.
-const maxInFlight = 64
+const maxInFlight = gate.Acquires
 
 // consulDriver implements driver.Locker over Consul sessions and KV.
 type consulDriver struct {

@@ -205,7 +205,7 @@ var (
 // holds, and the portable layer stops renewing a hold before it releases
 // it, so a release that waited for a turn behind a burst could find its
 // lease run out.
-const maxInFlight = 64
+const maxInFlight = gate.Acquires
 
 func newDriver(cli *clientv3.Client, cfg Config, owned bool) *drv {
 	ctx, cancel := context.WithCancel(context.Background())

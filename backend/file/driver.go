@@ -55,7 +55,7 @@ func (d *fileDriver) Limits() driver.Limits { return driver.Limits{MaxTTL: MaxTT
 // already taken ran out meanwhile (TestBurstKeepsHolds). Renewals and
 // releases take no turn: the portable layer stops renewing a hold before
 // it releases it.
-const maxInFlight = 64
+const maxInFlight = gate.Acquires
 
 func newDriver(dir string) *fileDriver {
 	return &fileDriver{dir: dir, ops: gate.New(maxInFlight), closed: make(chan struct{})}

@@ -130,7 +130,7 @@ func lockerOver(d *redisDriver, opts []dlock.Option) (*dlock.Locker, error) {
 // Releases are not held back: the portable layer stops renewing a hold
 // before it releases it, so a release that waited for a turn behind a
 // burst could find its hold run out.
-const maxInFlight = 64
+const maxInFlight = gate.Acquires
 
 // redisDriver is the driver.Locker over one go-redis client.
 type redisDriver struct {

@@ -286,4 +286,4 @@ func newInbox() string {
 // put each instance a thousand requests of this client behind, and the
 // burst's own acquires ran out of the per-instance timeout. Releases and
 // renewals are not held back: they go first in the pipelines already.
-const maxInFlight = 64
+const maxInFlight = gate.Acquires

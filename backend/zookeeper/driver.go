@@ -58,7 +58,7 @@ var (
 // session all along, and some Locks failed because their grants could not
 // confirm the session (TestBurstKeepsHolds). With the gate at most a few
 // hundred requests stand before a heartbeat.
-const maxInFlight = 64
+const maxInFlight = gate.Acquires
 
 func newDriver(conn *zk.Conn, own bool, prefix string, acl []zk.ACL, sess *sessionBox) *zkDriver {
 	d := &zkDriver{conn: &zkConn{Conn: conn}, own: own, prefix: prefix, acl: acl, sess: sess, closed: make(chan struct{}), ops: gate.New(maxInFlight)}

@@ -21,6 +21,15 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
+// Acquires is the bound on one Locker's acquire attempts in flight that
+// the drivers use (each driver's maxInFlight says why it needs one):
+// enough that a busy Locker's attempts still fill a pipeline or a pool of
+// connections, few enough that what keeps its holds alive waits behind at
+// most that many. A burst of 5,000 Locks through one Locker cost it holds
+// or Locks without a bound on every backend that has one now
+// (conformance.BurstKeepsHolds). PostgreSQL's gate is its pool's size.
+const Acquires = 64
+
 // Gate admits at most its capacity of operations at a time.
 type Gate chan struct{}
 
